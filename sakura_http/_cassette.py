@@ -1,0 +1,162 @@
+"""A cassette file on disk: load it, append to it under a lock, replace it atomically.
+
+Appending is one `write` of one complete line, under an exclusive lock on the file itself, so
+several processes (pytest-xdist workers) can record into one cassette without interleaving; a
+crash can tear at most the last line, which the next load reports instead of hiding.
+
+Re-recording a whole cassette (mode "all") writes a sibling `<name>.recording` file, locked for
+as long as the recording lasts, and moves it over the cassette with `os.replace` on commit.  A
+second process that tries to re-record the same cassette at the same time is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ._exceptions import CassetteFormatError, RecordingForbidden
+from ._format import CassetteContent, encode_header, parse_cassette
+
+__all__ = ["AtomicRecording", "append_lines", "load_cassette"]
+
+if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+    import msvcrt
+
+    def _lock(fd: int, blocking: bool = True) -> bool:
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_LOCK if blocking else msvcrt.LK_NBLCK, 1)
+        except OSError:
+            if blocking:
+                raise
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    def _lock(fd: int, blocking: bool = True) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _locked(fd: int) -> Iterator[None]:
+    _lock(fd)
+    try:
+        yield
+    finally:
+        _unlock(fd)
+
+
+def load_cassette(path: Path) -> CassetteContent:
+    """Read and parse `path`.  A missing file is an empty cassette; a bad one raises."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        data = b""
+    except IsADirectoryError:
+        raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
+    return parse_cassette(data, path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _append_locked(fd: int, path: Path, data: bytes, header: Mapping[str, Any]) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0:
+        data = encode_header(header) + data
+    else:
+        os.lseek(fd, size - 1, os.SEEK_SET)
+        if os.read(fd, 1) != b"\n":
+            raise CassetteFormatError(
+                path,
+                None,
+                "ends with an incomplete line (another process crashed mid-write); "
+                "nothing was appended. Run `sakura-http repair` on it, then record again",
+            )
+    _write_all(fd, data)
+
+
+def append_lines(path: Path, data: bytes, header: Mapping[str, Any]) -> None:
+    """Append complete lines to `path` in one locked write; write the header line first if the
+    file is new or empty.  Missing parent folders are created now, never before."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        with _locked(fd):
+            _append_locked(fd, path, data, header)
+    finally:
+        os.close(fd)
+
+
+class AtomicRecording:
+    """A fresh cassette written beside `path` that replaces it on `commit()`.
+
+    Until `commit()` the old cassette is untouched.  The sibling file stays locked while this
+    object is open, so two processes re-recording one cassette cannot overwrite each other's
+    exchanges: the second is refused with `RecordingForbidden`.
+    """
+
+    def __init__(self, path: Path, header: Mapping[str, Any]) -> None:
+        self.path = path
+        self.temp_path = path.with_name(path.name + ".recording")
+        self._header = dict(header)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _lock(fd, blocking=False):
+            os.close(fd)
+            raise RecordingForbidden(
+                f"another process is re-recording {path} right now (mode 'all'); two "
+                "processes re-recording one cassette would lose each other's exchanges. "
+                "Re-record it from a single process (for example `pytest --record-all -n 0`), "
+                "or use `pytest --record` (mode 'new_episodes'), which appends safely from "
+                "many processes"
+            )
+        os.ftruncate(fd, 0)  # a stale file left by a crashed recording is started over
+        self._fd: int | None = fd
+        self.count = 0
+
+    def append(self, data: bytes, count: int = 1) -> None:
+        """Append complete lines to the fresh cassette."""
+        if self._fd is None:
+            raise RuntimeError(f"the re-recording of {self.path} is already closed")
+        if os.fstat(self._fd).st_size == 0:
+            data = encode_header(self._header) + data
+        os.lseek(self._fd, 0, os.SEEK_END)
+        _write_all(self._fd, data)
+        self.count += count
+
+    def commit(self) -> None:
+        """Move the fresh cassette over the old one (if anything was recorded) and unlock."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if self.count:
+                os.fsync(fd)
+                os.replace(self.temp_path, self.path)
+            else:
+                # Nothing was recorded: keep the old cassette rather than wipe it.
+                self.temp_path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)

@@ -1,0 +1,132 @@
+"""The sakura-http exception tree.
+
+Every error sakura-http raises derives from `CassetteError`, split by who is at fault::
+
+    CassetteError                 (deliberately NOT an httpx.HTTPError)
+    ├── CassetteFormatError       the cassette file is bad           (.path, .line)
+    ├── CassetteMiss              the code under test sent a request the cassette lacks
+    │                                                         (.method, .url, .path, .nearest)
+    ├── ConfigurationError        an argument or environment variable is invalid
+    │   └── RecordingForbidden    the configuration forbids recording this request (.host)
+    └── UnsafeExchangeError       recording would put something unsafe on disk
+        ├── CredentialHeaderError a credential header was not declared secret (.header)
+        └── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
+
+`CassetteError` is not an `httpx.HTTPError` on purpose: code under test that catches
+httpx errors to retry must not swallow a cassette miss.  Every message says what to do next.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+__all__ = [
+    "BodyTooLargeError",
+    "CassetteError",
+    "CassetteFormatError",
+    "CassetteMiss",
+    "ConfigurationError",
+    "CredentialHeaderError",
+    "RecordingForbidden",
+    "UnsafeExchangeError",
+]
+
+
+class CassetteError(Exception):
+    """Base class of every sakura-http error."""
+
+
+class CassetteFormatError(CassetteError):
+    """A cassette file cannot be read: bad JSON, a missing field, an unknown schema, a torn line.
+
+    `path` is the file and `line` the 1-based line number (None when the problem is the file
+    as a whole).  A cassette that failed to load is never written to.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, problem: str) -> None:
+        self.path = os.fspath(path)
+        self.line = line
+        self.problem = problem
+        where = self.path if line is None else f"{self.path}:{line}"
+        super().__init__(f"{where}: {problem}")
+
+
+class CassetteMiss(CassetteError):
+    """The request is not in the cassette and the mode does not allow recording it.
+
+    `nearest` holds human-readable descriptions of the closest recorded exchanges and how they
+    differ from the request; the message ends with the command that records it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        method: str,
+        url: str,
+        path: str,
+        nearest: Sequence[str] = (),
+    ) -> None:
+        self.method = method
+        self.url = url
+        self.path = path
+        self.nearest = tuple(nearest)
+        super().__init__(message)
+
+
+class ConfigurationError(CassetteError, ValueError):
+    """An argument or environment variable has a value sakura-http does not accept."""
+
+
+class RecordingForbidden(ConfigurationError):
+    """A request would have to be recorded, but the configuration forbids it.
+
+    Raised for `outer=None`, a host outside `record_hosts`, or `SAKURA_HTTP_STRICT=1`.
+    `host` is the host that was refused, or None when the refusal is not about a host.
+    """
+
+    def __init__(self, message: str, *, host: str | None = None) -> None:
+        self.host = host
+        super().__init__(message)
+
+
+class UnsafeExchangeError(CassetteError):
+    """Recording or replaying this exchange would break a safety rule; nothing was written."""
+
+
+class CredentialHeaderError(UnsafeExchangeError):
+    """A request carries a credential header that is not declared in `secret_headers`.
+
+    Raised before anything is sent or replayed; `header` is the lower-cased header name.
+    """
+
+    def __init__(self, header: str) -> None:
+        self.header = header
+        super().__init__(
+            f"header {header} belongs in secret_headers; not recorded. "
+            f"Declare it so its value is forwarded but never written or matched: "
+            f'RecordingTransport(..., secret_headers=["{header}"])'
+        )
+
+
+class BodyTooLargeError(UnsafeExchangeError):
+    """A request or response body is larger than `max_body_bytes`; nothing was appended.
+
+    `side` is "request" or "response", `limit` the limit in bytes.
+    """
+
+    def __init__(self, side: str, limit: int) -> None:
+        self.side = side
+        self.limit = limit
+        super().__init__(
+            f"{side} body over {_human_size(limit)}: pytest --record stores at most "
+            f"{limit:,} bytes of a {side} body"
+        )
+
+
+def _human_size(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n:,} bytes"

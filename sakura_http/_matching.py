@@ -1,0 +1,246 @@
+"""Matching a request against recorded exchanges, and explaining a miss.
+
+A request matches a recorded exchange when these are equal:
+
+1. the method, case-insensitively;
+2. the URL, as ``str(request.url)``, verbatim (query order matters);
+3. the ordinary headers as a multiset of (lower-case name, value): everything except the declared
+   secret headers and the ignored (volatile) headers, `DEFAULT_IGNORE_HEADERS` by default;
+4. the body: equal bytes, or equal parsed JSON values with object key order ignored when the
+   content type is JSON, or equal parts with the random boundary ignored for multipart/form-data.
+
+Everything is folded into a hashable `MatchKey`, so looking a request up costs one dict access
+whatever the size of the cassette.  `explain_miss()` is only called on a miss; it is the one
+place that scans the whole cassette.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from ._format import Exchange, Headers
+
+__all__ = [
+    "DEFAULT_IGNORE_HEADERS",
+    "MatchKey",
+    "MatchRules",
+    "RequestData",
+    "explain_miss",
+]
+
+#: Headers httpx or the SDKs set per machine or per run: recorded, never compared.
+#: An entry ending in "*" is a prefix.
+DEFAULT_IGNORE_HEADERS = frozenset(
+    {
+        "user-agent",
+        "accept-encoding",
+        "content-length",
+        "host",
+        "connection",
+        "traceparent",
+        "tracestate",
+        "baggage",
+        "x-stainless-*",
+    }
+)
+
+_BOUNDARY_TOKEN = b"<boundary>"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestData:
+    """The parts of a live request that matching and recording need, library-neutral."""
+
+    method: str
+    url: str
+    headers: Headers
+    body: bytes
+    host: str
+    port: int | None
+
+
+MatchKey = tuple[str, str, Headers, bytes]
+
+
+def _content_type(headers: Iterable[tuple[str, str]]) -> str:
+    for name, value in headers:
+        if name == "content-type":
+            return value
+    return ""
+
+
+def _boundary(content_type: str) -> str | None:
+    mime, _, params = content_type.partition(";")
+    if mime.strip().lower() != "multipart/form-data":
+        return None
+    for param in params.split(";"):
+        key, _, value = param.strip().partition("=")
+        if key.strip().lower() == "boundary" and value:
+            return value.strip().strip('"')
+    return None
+
+
+def _is_json(content_type: str) -> bool:
+    mime = content_type.partition(";")[0].strip().lower()
+    return mime == "application/json" or mime.endswith("+json")
+
+
+def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
+    """The body as compared: canonical JSON, or multipart with its boundary replaced."""
+    content_type = _content_type(headers)
+    if body and _is_json(content_type):
+        try:
+            return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
+        except (orjson.JSONDecodeError, TypeError):
+            return body
+    boundary = _boundary(content_type)
+    if boundary:
+        return body.replace(boundary.encode("latin-1"), _BOUNDARY_TOKEN)
+    return body
+
+
+@dataclass(frozen=True, slots=True)
+class MatchRules:
+    """Which headers take part in matching.  `ignore` entries ending in "*" are prefixes."""
+
+    ignore: frozenset[str]
+    secret: frozenset[str]
+
+    def _ignored(self, name: str) -> bool:
+        if name in self.ignore or name in self.secret:
+            return True
+        return any(p.endswith("*") and name.startswith(p[:-1]) for p in self.ignore)
+
+    def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
+        kept = []
+        for name, value in headers:
+            if self._ignored(name):
+                continue
+            if name == "content-type":
+                boundary = _boundary(value)
+                if boundary:
+                    value = value.replace(boundary, _BOUNDARY_TOKEN.decode())
+            kept.append((name, value))
+        return tuple(sorted(kept))
+
+    def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
+        digest = hashlib.blake2b(normalized_body(headers, body), digest_size=16).digest()
+        return (method.upper(), url, self.ordinary_headers(headers), digest)
+
+    def key_of_request(self, request: RequestData) -> MatchKey:
+        return self.key(request.method, request.url, request.headers, request.body)
+
+    def key_of_exchange(self, exchange: Exchange) -> MatchKey:
+        return self.key(exchange.method, exchange.url, exchange.headers, exchange.body)
+
+
+# --- explaining a miss ----------------------------------------------------------------------
+
+
+def _header_differences(request: Headers, recorded: Headers) -> list[str]:
+    mine: dict[str, list[str]] = {}
+    theirs: dict[str, list[str]] = {}
+    for name, value in request:
+        mine.setdefault(name, []).append(value)
+    for name, value in recorded:
+        theirs.setdefault(name, []).append(value)
+    out = []
+    for name in sorted(mine.keys() | theirs.keys()):
+        a, b = mine.get(name), theirs.get(name)
+        if a == b:
+            continue
+        if b is None:
+            out.append(f"header {name}: only in the request ({_short(', '.join(a or []))})")
+        elif a is None:
+            out.append(f"header {name}: only in the recording ({_short(', '.join(b))})")
+        else:
+            out.append(
+                f"header {name}: request {_short(', '.join(a))}, recorded {_short(', '.join(b))}"
+            )
+    return out
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _pretty(headers: Headers, body: bytes) -> list[str]:
+    if _is_json(_content_type(headers)):
+        try:
+            text = orjson.dumps(
+                orjson.loads(body), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
+            ).decode()
+            return text.splitlines()
+        except (orjson.JSONDecodeError, TypeError):
+            pass
+    return body.decode("utf-8", "replace").splitlines() or [""]
+
+
+def body_diff(
+    request_headers: Headers, request_body: bytes, headers: Headers, body: bytes, lines: int = 12
+) -> list[str]:
+    """A short unified diff, recorded (---) against the request (+++)."""
+    diff = list(
+        difflib.unified_diff(
+            _pretty(headers, body),
+            _pretty(request_headers, request_body),
+            "recorded",
+            "request",
+            n=1,
+            lineterm="",
+        )
+    )
+    if len(diff) > lines:
+        diff = [*diff[:lines], f"... ({len(diff) - lines} more diff lines)"]
+    return diff
+
+
+def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
+    """Which parts of `request` differ from a recorded exchange, one line per part."""
+    out = []
+    if request.method.upper() != exchange.method.upper():
+        out.append(f"method: request {request.method}, recorded {exchange.method}")
+    if request.url != exchange.url:
+        out.append(f"url: request {request.url}, recorded {exchange.url}")
+    out.extend(
+        _header_differences(
+            rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
+        )
+    )
+    if normalized_body(request.headers, request.body) != normalized_body(
+        exchange.headers, exchange.body
+    ):
+        out.append("body differs:")
+        out.extend(
+            "    " + line
+            for line in body_diff(request.headers, request.body, exchange.headers, exchange.body)
+        )
+    return out
+
+
+def _rough_distance(request: RequestData, exchange: Exchange) -> tuple[int, int]:
+    # Cheap ordering for the scan; the exact differences are computed for the winners only.
+    path = request.url.split("?", 1)[0]
+    score = 0
+    if request.method.upper() != exchange.method.upper():
+        score += 4
+    if exchange.url != request.url:
+        score += 2 if exchange.url.split("?", 1)[0] == path else 8
+    score += exchange.body != request.body
+    return score, abs(len(exchange.url) - len(request.url))
+
+
+def explain_miss(
+    request: RequestData, exchanges: Sequence[Exchange], rules: MatchRules, limit: int = 3
+) -> list[tuple[int, Exchange, list[str]]]:
+    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences)."""
+    ranked = sorted(
+        range(len(exchanges)), key=lambda i: (_rough_distance(request, exchanges[i]), i)
+    )
+    return [(i, exchanges[i], differences(request, exchanges[i], rules)) for i in ranked[:limit]]
