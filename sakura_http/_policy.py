@@ -275,8 +275,9 @@ class BodyDecoder:
         """The raw chunks received so far (kept only while decoding, for the raw fallback)."""
         return self._raw
 
-    def headers(self, body_size: int) -> Headers:
-        """Response headers to store for a body of `body_size` bytes."""
+    def headers(self, body_size: int | None) -> Headers:
+        """Response headers to store for a body of `body_size` bytes (None: not known yet, so
+        a decoded body gets no `content-length`)."""
         if not self.decoded:
             return self._headers
         kept = tuple(
@@ -284,6 +285,6 @@ class BodyDecoder:
             for name, value in self._headers
             if name not in ("content-encoding", "content-length")
         )
-        if any(name == "content-length" for name, _ in self._headers):
+        if body_size is not None and any(name == "content-length" for name, _ in self._headers):
             kept += (("content-length", str(body_size)),)
         return kept
