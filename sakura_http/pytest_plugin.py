@@ -1,0 +1,1 @@
+"""The sakura-http pytest plugin (work in progress)."""
