@@ -1,0 +1,39 @@
+"""Shared fixtures: async backends, the two httpx libraries, a real server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from tests.servers import LocalServer, start_echo_server
+
+LIBRARIES = ["httpx"] + (["httpx2"] if sys.version_info >= (3, 11) else [])
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(params=LIBRARIES)
+def lib(request: pytest.FixtureRequest) -> ModuleType:
+    """The httpx library under test: httpx, and httpx2 where it is installable."""
+    return importlib.import_module(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _no_recording_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A developer's shell must not change what the tests mean.
+    monkeypatch.delenv("SAKURA_HTTP_RECORD", raising=False)
+    monkeypatch.delenv("SAKURA_HTTP_STRICT", raising=False)
+
+
+@pytest.fixture
+def echo_server() -> Iterator[LocalServer]:
+    """A real HTTP server on 127.0.0.1 that echoes requests back as JSON."""
+    with start_echo_server() as server:
+        yield server
