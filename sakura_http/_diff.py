@@ -1,0 +1,265 @@
+"""A structural diff of two cassettes: the logic behind `sakura-http diff`.
+
+Exchanges are paired by identity: their `id` where they have one, otherwise their match key
+(the same key replay uses, see `_matching.py`) together with an ordinal, so the second
+identical request of OLD pairs with the second of NEW.  An exchange whose request changed in a
+matched part (method, URL, an ordinary header, the body) therefore shows as removed + added:
+replay would not find the old recording for it either.
+
+For a paired exchange every recorded part is compared: method, URL, each request header, the
+request body, status, each response header, the response body, the recorded error, chunk
+boundaries, the truncated mark and unknown extra fields.  `timings_ms` is not compared: arrival
+times differ on every recording and say nothing about the content.  This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._format import CassetteContent, Exchange, Headers
+from ._matching import DEFAULT_IGNORE_HEADERS, MatchRules, body_diff, normalized_body
+from ._policy import CREDENTIAL_HEADERS
+
+__all__ = [
+    "CassetteDiff",
+    "Change",
+    "ChangedExchange",
+    "ExchangeRef",
+    "diff_cassettes",
+    "diff_exchanges",
+]
+
+#: The rules replay uses by default: pairing by match key mirrors what replay would find.
+_RULES = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=CREDENTIAL_HEADERS)
+
+_BODY_DIFF_LINES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeRef:
+    """An exchange and where it is: `index` is 0-based, `line` its line in the file."""
+
+    index: int
+    line: int | None
+    exchange: Exchange
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary: index (1-based, as printed), line, id, method, url, status."""
+        ex = self.exchange
+        return {
+            "index": self.index + 1,
+            "line": self.line,
+            "id": ex.id,
+            "method": ex.method,
+            "url": ex.url,
+            "status": ex.status,
+            "error": None if ex.error is None else ex.error.type,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One part that differs between a paired old and new exchange.
+
+    `field` is an exchange field name (`status`, `response_headers`, `response_body`, ...);
+    `name` the header or extra key for per-name fields; `old`/`new` the two values (None when
+    absent; for bodies, their sizes in bytes); `diff` a short unified diff for bodies.
+    """
+
+    field: str
+    old: Any
+    new: Any
+    name: str | None = None
+    diff: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; `name` and `diff` appear only when set."""
+        out: dict[str, Any] = {"field": self.field}
+        if self.name is not None:
+            out["name"] = self.name
+        out["old"] = self.old
+        out["new"] = self.new
+        if self.diff:
+            out["diff"] = list(self.diff)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedExchange:
+    """A paired exchange whose recorded parts differ."""
+
+    old: ExchangeRef
+    new: ExchangeRef
+    changes: tuple[Change, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "old": self.old.as_dict(),
+            "new": self.new.as_dict(),
+            "changes": [change.as_dict() for change in self.changes],
+        }
+
+
+@dataclass(slots=True)
+class CassetteDiff:
+    """The result of `diff_cassettes`; false when the cassettes are equal."""
+
+    added: list[ExchangeRef] = field(default_factory=list)
+    removed: list[ExchangeRef] = field(default_factory=list)
+    changed: list[ChangedExchange] = field(default_factory=list)
+    unchanged: list[tuple[ExchangeRef, ExchangeRef]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def as_dict(self, verbose: bool = False) -> dict[str, Any]:
+        """`{"added": [...], "removed": [...], "changed": [...]}`, plus `"unchanged"` (pairs of
+        old and new summaries) when `verbose`."""
+        out: dict[str, Any] = {
+            "added": [ref.as_dict() for ref in self.added],
+            "removed": [ref.as_dict() for ref in self.removed],
+            "changed": [changed.as_dict() for changed in self.changed],
+        }
+        if verbose:
+            out["unchanged"] = [
+                {"old": old.as_dict(), "new": new.as_dict()} for old, new in self.unchanged
+            ]
+        return out
+
+
+def _identities(exchanges: Sequence[Exchange]) -> list[tuple[Hashable, int]]:
+    seen: Counter[Hashable] = Counter()
+    out: list[tuple[Hashable, int]] = []
+    for exchange in exchanges:
+        base: Hashable = (
+            ("id", exchange.id)
+            if exchange.id is not None
+            else ("key", _RULES.key_of_exchange(exchange))
+        )
+        out.append((base, seen[base]))
+        seen[base] += 1
+    return out
+
+
+def _by_name(headers: Headers) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in headers:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _header_changes(field_name: str, old: Headers, new: Headers) -> list[Change]:
+    mine, theirs = _by_name(old), _by_name(new)
+    return [
+        Change(field_name, mine.get(name), theirs.get(name), name=name)
+        for name in sorted(mine.keys() | theirs.keys())
+        if mine.get(name) != theirs.get(name)
+    ]
+
+
+def _is_text(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _body_change(
+    field_name: str, old_headers: Headers, old: bytes, new_headers: Headers, new: bytes
+) -> Change | None:
+    if old == new:
+        return None
+    if normalized_body(old_headers, old) == normalized_body(new_headers, new):
+        lines: list[str] = ["same JSON value: only key order or whitespace differs"]
+    elif _is_text(old) and _is_text(new):
+        # body_diff labels its sides "recorded" (---) and "request" (+++); here they are the
+        # old and the new cassette.
+        lines = body_diff(new_headers, new, old_headers, old, lines=_BODY_DIFF_LINES)
+        if lines[:2] == ["--- recorded", "+++ request"]:
+            lines[:2] = ["--- old", "+++ new"]
+    else:
+        lines = [f"binary body: {len(old):,} -> {len(new):,} bytes"]
+    return Change(field_name, len(old), len(new), diff=tuple(lines))
+
+
+def diff_exchanges(old: Exchange, new: Exchange) -> list[Change]:
+    """Every recorded part that differs between two exchanges (empty when they are equal,
+    `timings_ms` aside)."""
+    changes: list[Change] = []
+    for field_name in ("method", "url"):
+        if getattr(old, field_name) != getattr(new, field_name):
+            changes.append(Change(field_name, getattr(old, field_name), getattr(new, field_name)))
+    changes += _header_changes("headers", old.headers, new.headers)
+    body = _body_change("body", old.headers, old.body, new.headers, new.body)
+    if body is not None:
+        changes.append(body)
+    if old.status != new.status:
+        changes.append(Change("status", old.status, new.status))
+    changes += _header_changes("response_headers", old.response_headers, new.response_headers)
+    body = _body_change(
+        "response_body",
+        old.response_headers,
+        old.response_body,
+        new.response_headers,
+        new.response_body,
+    )
+    if body is not None:
+        changes.append(body)
+    if old.error != new.error:
+        changes.append(
+            Change(
+                "error",
+                None
+                if old.error is None
+                else {"type": old.error.type, "message": old.error.message},
+                None
+                if new.error is None
+                else {"type": new.error.type, "message": new.error.message},
+            )
+        )
+    if old.chunks != new.chunks:
+        changes.append(
+            Change(
+                "chunks",
+                None if old.chunks is None else list(old.chunks),
+                None if new.chunks is None else list(new.chunks),
+            )
+        )
+    if old.truncated != new.truncated:
+        changes.append(Change("truncated", old.truncated, new.truncated))
+    for key in sorted(old.extra.keys() | new.extra.keys()):
+        if old.extra.get(key) != new.extra.get(key):
+            changes.append(Change("extra", old.extra.get(key), new.extra.get(key), name=key))
+    return changes
+
+
+def _refs(content: CassetteContent) -> list[ExchangeRef]:
+    lines: Sequence[int | None] = content.line_numbers or [None] * len(content.exchanges)
+    return [ExchangeRef(i, lines[i], ex) for i, ex in enumerate(content.exchanges)]
+
+
+def diff_cassettes(old: CassetteContent, new: CassetteContent) -> CassetteDiff:
+    """Pair the exchanges of `old` and `new` and sort them into added, removed, changed and
+    unchanged.  Two empty cassettes are equal; the header lines are not compared.
+
+    Added and changed follow NEW's order, removed follows OLD's.
+    """
+    old_refs, new_refs = _refs(old), _refs(new)
+    old_by_identity = dict(zip(_identities(old.exchanges), old_refs, strict=True))
+    result = CassetteDiff()
+    for identity, new_ref in zip(_identities(new.exchanges), new_refs, strict=True):
+        old_ref = old_by_identity.pop(identity, None)
+        if old_ref is None:
+            result.added.append(new_ref)
+            continue
+        changes = diff_exchanges(old_ref.exchange, new_ref.exchange)
+        if changes:
+            result.changed.append(ChangedExchange(old_ref, new_ref, tuple(changes)))
+        else:
+            result.unchanged.append((old_ref, new_ref))
+    result.removed = sorted(old_by_identity.values(), key=lambda ref: ref.index)
+    return result

@@ -1,0 +1,274 @@
+"""Checking cassette files before they are committed: the checks behind `sakura-http lint`.
+
+Errors are problems that break replay or put a credential on disk:
+
+* a format or version error (with its line number), a torn last line, duplicate `id`s;
+* a credential header (`CREDENTIAL_HEADERS`) in the recorded request headers;
+* a `set-cookie` response header whose value is not exactly `<redacted>`;
+* a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
+
+Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
+and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`) and private-key
+blocks.  A warning shows a masked excerpt (`mask()`), never the whole value.
+
+Linting keeps going after a problem wherever it can: every bad line of a file is reported, not
+only the first.  Only a bad header line stops a file, since the header decides how the rest
+is read.  This module does no printing; the CLI renders its `Finding`s.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ._exceptions import CassetteFormatError
+from ._format import Exchange, decode_exchange, decode_header, iter_lines
+from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
+
+__all__ = [
+    "SECRET_SHAPES",
+    "Finding",
+    "SecretShape",
+    "find_secrets",
+    "lint_bytes",
+    "lint_exchange",
+    "lint_file",
+    "mask",
+]
+
+Severity = Literal["error", "warning"]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem in a cassette file.
+
+    `line` is the 1-based line number (None when the problem is the file as a whole), `check`
+    a short stable name (`format`, `header`, `torn-line`, `duplicate-id`, `credential-header`,
+    `set-cookie`, `body-size`, `secret`), `field` the part of the exchange concerned (`url`,
+    `headers.<name>`, `response_headers.<name>`, `body`, `response_body`, `error.message`) and
+    `excerpt` a masked excerpt of the offending value, when there is one.
+    """
+
+    path: str
+    line: int | None
+    severity: Severity
+    check: str
+    message: str
+    field: str | None = None
+    excerpt: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as a JSON-ready dict (the shape of `sakura-http lint --json`)."""
+        return {
+            "path": self.path,
+            "line": self.line,
+            "severity": self.severity,
+            "check": self.check,
+            "field": self.field,
+            "message": self.message,
+            "excerpt": self.excerpt,
+        }
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.severity}: {self.message} [{self.check}]"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretShape:
+    """A kind of credential recognised by its shape; the `secret` group, if any, is the value."""
+
+    name: str
+    pattern: re.Pattern[str]
+
+
+# These patterns describe shapes, not values.  They are deliberately a little loose (a warning
+# is cheap to dismiss, a leaked key is not) but anchored so that words such as "task-" or
+# "Bearer realm=..." do not match.
+SECRET_SHAPES: tuple[SecretShape, ...] = (
+    SecretShape("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    SecretShape("an Anthropic API key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{16,}")),
+    SecretShape(
+        "an API secret key (sk-...)", re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}")
+    ),
+    SecretShape(
+        "an AWS access key id",
+        re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+    ),
+    SecretShape("a GitHub token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}")),
+    SecretShape("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}")),
+    SecretShape(
+        "a JSON Web Token",
+        re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+    ),
+    SecretShape(
+        "a bearer token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)")
+    ),
+    SecretShape(
+        "basic auth credentials", re.compile(r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{12,}={0,2})")
+    ),
+)
+
+
+def mask(secret: str) -> str:
+    """A safe excerpt of `secret`: at most its first 8 characters (a quarter of it, for short
+    values) and its length, so a reader can find it without the value being repeated."""
+    keep = min(8, len(secret) // 4)
+    return f"{secret[:keep]}...({len(secret)} chars)"
+
+
+def find_secrets(text: str) -> Iterator[tuple[SecretShape, str]]:
+    """Yield `(shape, value)` for every credential-looking value in `text`.
+
+    Shapes are tried in `SECRET_SHAPES` order and a value is reported once, by the first shape
+    that covers it (a JWT inside a bearer header is reported as the bearer token).
+    """
+    taken: list[tuple[int, int]] = []
+    for shape in SECRET_SHAPES:
+        for match in shape.pattern.finditer(text):
+            start, end = match.span()
+            if any(start < t_end and t_start < end for t_start, t_end in taken):
+                continue
+            taken.append((start, end))
+            secret = match.groupdict().get("secret") or match.group(0)
+            yield shape, secret
+
+
+def _text(body: bytes) -> str:
+    # Latin-1 maps every byte to one character, so binary bodies are scanned too and the
+    # (ASCII-only) patterns match exactly the bytes on disk.
+    return body.decode("latin-1")
+
+
+def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
+    """Every error and warning for one decoded exchange (duplicate ids are checked by the
+    caller, which sees the whole file)."""
+    findings: list[Finding] = []
+
+    def add(severity: Severity, check: str, message: str, field: str, excerpt: str | None) -> None:
+        findings.append(Finding(path, line, severity, check, message, field, excerpt))
+
+    credential_fields: set[str] = set()
+    for name, value in exchange.headers:
+        if name in CREDENTIAL_HEADERS:
+            field = f"headers.{name}"
+            credential_fields.add(field)
+            add(
+                "error",
+                "credential-header",
+                f"request header {name} is recorded ({mask(value)}): credentials must never be "
+                f"in a cassette. Delete it from this line (and rotate the credential if it is "
+                f'real); record with RecordingTransport(..., secret_headers=["{name}"])',
+                field,
+                mask(value),
+            )
+    for name, value in exchange.response_headers:
+        if name == "set-cookie" and value != REDACTED:
+            field = "response_headers.set-cookie"
+            credential_fields.add(field)
+            add(
+                "error",
+                "set-cookie",
+                f"response header set-cookie is not redacted ({mask(value)}): replace its value "
+                f'with "{REDACTED}", as recording does',
+                field,
+                mask(value),
+            )
+    for field, size in (
+        ("body", len(exchange.body)),
+        ("response_body", len(exchange.response_body)),
+    ):
+        if size > DEFAULT_MAX_BODY_BYTES:
+            add(
+                "error",
+                "body-size",
+                f"{field} is {size:,} bytes, over the 16 MiB limit "
+                f"({DEFAULT_MAX_BODY_BYTES:,} bytes) that recording enforces; trim it or "
+                "record a smaller response",
+                field,
+                None,
+            )
+
+    scanned: list[tuple[str, str]] = [("url", exchange.url)]
+    scanned += [(f"headers.{name}", value) for name, value in exchange.headers]
+    scanned += [(f"response_headers.{name}", value) for name, value in exchange.response_headers]
+    scanned += [("body", _text(exchange.body)), ("response_body", _text(exchange.response_body))]
+    if exchange.error is not None:
+        scanned.append(("error.message", exchange.error.message))
+    for field, text in scanned:
+        if field in credential_fields:
+            continue  # already an error for this field
+        for shape, secret in find_secrets(text):
+            add(
+                "warning",
+                "secret",
+                f"{field} contains what looks like {shape.name} ({mask(secret)}); if it is "
+                "real, rotate it and re-record with the credential in secret_headers",
+                field,
+                mask(secret),
+            )
+    return findings
+
+
+def _format_finding(exc: CassetteFormatError, check: str) -> Finding:
+    return Finding(exc.path, exc.line, "error", check, exc.problem)
+
+
+def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
+    """Every finding for the cassette `data` read from `path`, in line order.
+
+    Empty data is a valid empty cassette (no findings).  A bad header line is reported and ends
+    the file's checks; a bad exchange line is reported and the next line is checked; a torn
+    last line is reported after the lines before it.
+    """
+    name = os.fspath(path)
+    findings: list[Finding] = []
+    first_line_of_id: dict[str, int] = {}
+    header_seen = False
+    try:
+        for number, line in iter_lines(data, name):
+            if not header_seen:
+                header_seen = True
+                try:
+                    decode_header(line, name, number)
+                except CassetteFormatError as exc:
+                    findings.append(_format_finding(exc, "header"))
+                    return findings
+                continue
+            try:
+                exchange = decode_exchange(line, name, number)
+            except CassetteFormatError as exc:
+                findings.append(_format_finding(exc, "format"))
+                continue
+            findings.extend(lint_exchange(exchange, name, number))
+            if exchange.id is not None:
+                first = first_line_of_id.setdefault(exchange.id, number)
+                if first != number:
+                    findings.append(
+                        Finding(
+                            name,
+                            number,
+                            "error",
+                            "duplicate-id",
+                            f"id {exchange.id!r} is already used by line {first}; ids must be "
+                            "unique within a cassette: rename or delete one of them",
+                            "id",
+                        )
+                    )
+    except CassetteFormatError as exc:  # raised by iter_lines for a torn last line
+        findings.append(_format_finding(exc, "torn-line"))
+    return findings
+
+
+def lint_file(path: str | os.PathLike[str]) -> list[Finding]:
+    """Read and lint one cassette file.
+
+    A missing or unreadable file raises `OSError` (a directory raises `IsADirectoryError`):
+    unlike loading for replay, a file named for linting must exist.
+    """
+    return lint_bytes(Path(path).read_bytes(), path)

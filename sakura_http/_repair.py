@@ -1,0 +1,113 @@
+"""Repairing a cassette torn by a crash: the logic behind `sakura-http repair`.
+
+Appends are one write of one complete line (see `_cassette.py`), so a crash can tear at most
+the last line: it is left without its trailing newline.  Repair handles exactly that case and
+refuses everything else, so it can never discard a complete exchange:
+
+* a torn last line that is not a complete exchange is cut off;
+* a last line that *is* a complete exchange (the crash hit between the line and its newline)
+  keeps the exchange and gets its newline back;
+* any other problem (a bad line elsewhere, an unsupported version) refuses, changing nothing.
+
+Before changing anything the original bytes are written to a backup next to the file.  The
+file is then truncated (or its newline appended) in place, never rewritten: while its last line
+is torn, recorders refuse to append to it, so no concurrent append can be lost.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._exceptions import CassetteFormatError
+from ._format import decode_exchange, decode_header, parse_cassette
+
+__all__ = ["RepairRefused", "RepairResult", "repair_cassette"]
+
+
+class RepairRefused(Exception):
+    """The cassette has a problem that repair must not fix automatically; nothing changed.
+
+    `problem` is the underlying `CassetteFormatError`.
+    """
+
+    def __init__(self, problem: CassetteFormatError) -> None:
+        self.problem = problem
+        super().__init__(
+            f"{problem}; `sakura-http repair` only removes a torn last line, so nothing was "
+            "changed. Fix the line by hand (see `sakura-http lint`) or re-record the cassette"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RepairResult:
+    """What `repair_cassette` did.
+
+    `action` is "none" (the file was healthy), "removed" (a torn last line was cut off) or
+    "completed" (a complete last exchange got its missing newline).  `line` is the torn line's
+    number, `removed_bytes` how many bytes were cut, `backup` the backup's path.
+    """
+
+    action: str
+    line: int | None = None
+    removed_bytes: int = 0
+    backup: Path | None = None
+
+
+def _backup_path(path: Path) -> Path:
+    candidate = path.with_name(path.name + ".bak")
+    number = 0
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.name}.bak.{number}")
+    return candidate
+
+
+def _write_backup(path: Path, data: bytes) -> Path:
+    backup = _backup_path(path)
+    with open(backup, "xb") as file:  # "x": never overwrite an earlier backup
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    return backup
+
+
+def _is_complete(line: bytes, path: Path, number: int, is_header: bool) -> bool:
+    try:
+        if is_header:
+            decode_header(line, path, number)
+        else:
+            decode_exchange(line, path, number)
+    except CassetteFormatError:
+        return False
+    return True
+
+
+def repair_cassette(path: Path) -> RepairResult:
+    """Remove a torn last line from the cassette at `path`, after writing `<path>.bak`
+    (`.bak.1`, `.bak.2`, ... when that exists).
+
+    A healthy file (empty included) is left alone and gives `action="none"`.  Any problem other
+    than a torn last line raises `RepairRefused` and changes nothing.  A missing or unreadable
+    file raises `OSError`.
+    """
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1  # 0 when there is no newline at all
+    head, tail = data[:cut], data[cut:]
+    try:
+        parse_cassette(head, path)
+    except CassetteFormatError as exc:
+        raise RepairRefused(exc) from None
+    if not tail.strip():
+        return RepairResult("none")
+    number = head.count(b"\n") + 1
+    is_header = not head.strip()
+    if _is_complete(tail, path, number, is_header):
+        backup = _write_backup(path, data)
+        with open(path, "ab") as file:
+            file.write(b"\n")
+        return RepairResult("completed", number, 0, backup)
+    backup = _write_backup(path, data)
+    os.truncate(path, len(head))
+    return RepairResult("removed", number, len(tail), backup)
