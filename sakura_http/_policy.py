@@ -160,25 +160,35 @@ class _BrotliDecoder:
         return b""
 
 
-class _ZstdDecoder:
-    def __init__(self, module: Any) -> None:
-        self._room = 0
-        self._out: list[bytes] = []
-        self._size = 0
-        self._writer = module.ZstdDecompressor().stream_writer(self, write_size=65536)
+class _BoundedSink:
+    """The file-like object zstandard writes decoded pieces to; it refuses to grow past room."""
 
-    def write(self, data: bytes) -> int:  # called by zstandard with each decoded piece
-        self._size += len(data)
-        if self._size > self._room:
+    def __init__(self) -> None:
+        self.room = 0
+        self.pieces: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        if self.size > self.room:
             raise _OverLimit
-        self._out.append(bytes(data))
+        self.pieces.append(bytes(data))
         return len(data)
 
+    def flush(self) -> None:
+        pass
+
+
+class _ZstdDecoder:
+    def __init__(self, module: Any) -> None:
+        self._sink = _BoundedSink()
+        self._writer = module.ZstdDecompressor().stream_writer(self._sink, write_size=65536)
+
     def feed(self, data: bytes, room: int) -> bytes:
-        self._room, self._size, self._out = room, 0, []
+        sink = self._sink
+        sink.room, sink.size, sink.pieces = room, 0, []
         self._writer.write(data)
-        self._writer.flush()
-        return b"".join(self._out)
+        return b"".join(sink.pieces)
 
     def flush(self, room: int) -> bytes:
         return b""

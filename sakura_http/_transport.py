@@ -277,11 +277,16 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     commit=lambda exchange: self._session.commit(plan, exchange),
                     close=response.aclose,
                 )  # fmt: skip
+            chunks = response.stream.__aiter__()
             try:
-                async for raw in response.stream:
+                async for raw in chunks:
                     recorder.feed(raw)
                 exchange = recorder.finish()
             finally:
+                # Close the stream's generator now, not at garbage collection, when recording
+                # stopped early (an over-size body): async generators must be closed explicitly.
+                if hasattr(chunks, "aclose"):
+                    await chunks.aclose()
                 await response.aclose()
             await anyio.to_thread.run_sync(self._session.commit, plan, exchange)
             return self._replay(library, exchange, request)

@@ -9,6 +9,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.drive import Driver
 from tests.servers import LocalServer, start_echo_server
 
 LIBRARIES = ["httpx"] + (["httpx2"] if sys.version_info >= (3, 11) else [])
@@ -37,3 +38,9 @@ def echo_server() -> Iterator[LocalServer]:
     """A real HTTP server on 127.0.0.1 that echoes requests back as JSON."""
     with start_echo_server() as server:
         yield server
+
+
+@pytest.fixture(params=["sync", "asyncio", "trio"])
+def drive(lib: ModuleType, request: pytest.FixtureRequest) -> Driver:
+    """Sync and async (asyncio, trio) clients of each httpx library, one test body for all."""
+    return Driver(lib, str(request.param))
