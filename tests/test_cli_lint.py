@@ -1,0 +1,288 @@
+"""`sakura-http lint`: errors, warnings with masked excerpts, --strict, --json, exit codes.
+
+Every secret in this file is a fake made for the test (they all say "fake" or "test")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sakura_http._format import Exchange, FaultInfo, encode_exchange, encode_header
+from sakura_http._lint import find_secrets, lint_bytes, mask
+from sakura_http._policy import DEFAULT_MAX_BODY_BYTES
+from tests.cli_support import (
+    assert_one_line_error,
+    cassette_bytes,
+    items,
+    message,
+    outage,
+    run,
+    write_cassette,
+)
+
+FAKE_SECRETS = {
+    "an Anthropic API key": "sk-ant-fake-test-000000000000000000000",
+    "an API secret key (sk-...)": "sk-faketest0000000000000000",
+    "an AWS access key id": "AKIAFAKETEST00000000",
+    "a GitHub token": "ghp_faketest00000000000000000000000000",
+    "a Slack token": "xoxb-fake-test-0000000000",
+    # header {"alg":"none"}, payload {"sub":"fake-test"}, and a fake signature
+    "a JSON Web Token": "eyJhbGciOiJub25lIn0.eyJzdWIiOiJmYWtlLXRlc3QifQ.fake-test-signature",
+    "a private key block": "-----BEGIN FAKE TEST PRIVATE KEY-----",
+}
+
+
+def test_a_clean_cassette_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", [items(), message(), outage()])
+    result = run(capsys, "lint", "--strict", path)
+    assert (result.code, result.out, result.err) == (
+        0,
+        "1 file checked: 0 errors, 0 warnings\n",
+        "",
+    )
+
+
+def test_empty_and_header_only_cassettes_are_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "header.jsonl").write_bytes(encode_header())
+    result = run(capsys, "lint", tmp_path / "empty.jsonl", tmp_path / "header.jsonl")
+    assert (result.code, result.out) == (0, "2 files checked: 0 errors, 0 warnings\n")
+
+
+def test_every_bad_line_is_reported_not_only_the_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(
+        encode_header()
+        + b"{not json\n"
+        + encode_exchange(items())
+        + b'{"method":"GET","url":"https://api.example.test/"}\n'
+        + b'{"method":"GET","url":"https://api.example.test/","headers":[],"body":"",'
+        + b'"status":"ok","response_headers":[],"response_body":""}\n'
+        + b'{"method":"GET"'
+    )
+    result = run(capsys, "lint", path)
+    assert result.code == 1
+    lines = result.out.splitlines()
+    assert lines[0].startswith(f"{path}:2: error: not valid JSON")
+    assert lines[0].endswith("[format]")
+    assert lines[1].startswith(f"{path}:4: error: missing field 'status'")
+    assert lines[2].startswith(f"{path}:5: error: field 'status' must be an HTTP status code")
+    assert lines[3].startswith(f"{path}:6: error: the last line is incomplete")
+    assert lines[3].endswith("[torn-line]")
+    assert lines[4] == "1 file checked: 4 errors, 0 warnings"
+
+
+@pytest.mark.parametrize(
+    ("header", "problem"),
+    [
+        (b'{"schema_version":"2.0","kind":"cassette"}', "schema_version '2.0' is not supported"),
+        (b'{"kind":"cassette"}', "the first line is not a sakura-http cassette header"),
+        (b"[1, 2", "the header line is not valid JSON"),
+    ],
+)
+def test_a_bad_header_is_one_error_that_stops_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], header: bytes, problem: str
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(header + b"\n" + encode_exchange(items()) + b"{broken\n")
+    result = run(capsys, "lint", path)
+    assert result.code == 1
+    assert result.out.splitlines()[0].startswith(f"{path}:1: error: {problem}")
+    assert result.out.splitlines()[0].endswith("[header]")
+    assert result.out.splitlines()[1] == "1 file checked: 1 error, 0 warnings"
+
+
+def test_duplicate_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", [items(), message(), items()])
+    out = run(capsys, "lint", path).out
+    assert out.splitlines()[0] == (
+        f"{path}:4: error: id 'list-items' is already used by line 2; ids must be unique within "
+        "a cassette: rename or delete one of them [duplicate-id]"
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie"],
+)
+def test_credential_request_headers_are_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    secret = "fake-test-credential-0000000000"
+    path = write_cassette(tmp_path / "c.jsonl", [items(headers=((name, secret),))])
+    result = run(capsys, "lint", path)
+    assert result.code == 1
+    line = result.out.splitlines()[0]
+    assert line.startswith(f"{path}:2: error: request header {name} is recorded (fake-te...")
+    assert f'secret_headers=["{name}"]' in line
+    assert secret not in result.out
+    assert result.out.endswith("1 error, 0 warnings\n")  # the value is not reported twice
+
+
+def test_an_unredacted_set_cookie_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_cassette(
+        tmp_path / "c.jsonl",
+        [
+            items(response_headers=(("set-cookie", "<redacted>"),)),
+            items(id="b", response_headers=(("set-cookie", "session=fake-test-cookie-value"),)),
+        ],
+    )
+    result = run(capsys, "lint", path)
+    assert result.code == 1
+    assert result.out.splitlines() == [
+        f"{path}:3: error: response header set-cookie is not redacted (session...(30 chars)): "
+        'replace its value with "<redacted>", as recording does [set-cookie]',
+        "1 file checked: 1 error, 0 warnings",
+    ]
+
+
+def test_a_body_over_16_mib_is_an_error(tmp_path: Path) -> None:
+    big = b"x" * (DEFAULT_MAX_BODY_BYTES + 1)
+    at_limit = b"x" * DEFAULT_MAX_BODY_BYTES
+    data = cassette_bytes([items(response_body=at_limit), message(body=big, response_body=b"")])
+    data = data.replace(b'"chunks":[9,9]', b'"chunks":[0]')
+    findings = lint_bytes(data, "big.jsonl")
+    assert [(f.line, f.check, f.field) for f in findings] == [(3, "body-size", "body")]
+    assert "16,777,217 bytes, over the 16 MiB limit (16,777,216 bytes)" in findings[0].message
+
+
+@pytest.mark.parametrize(("shape", "secret"), list(FAKE_SECRETS.items()))
+def test_credential_shapes_are_warnings_with_a_masked_excerpt(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], shape: str, secret: str
+) -> None:
+    path = write_cassette(
+        tmp_path / "c.jsonl",
+        [items(response_body=f'{{"key": "{secret}"}}'.encode())],
+    )
+    result = run(capsys, "lint", path)
+    assert result.code == 0  # warnings alone pass...
+    assert result.out.splitlines() == [
+        f"{path}:2: warning: response_body contains what looks like {shape} ({mask(secret)}); "
+        "if it is real, rotate it and re-record with the credential in secret_headers [secret]",
+        "1 file checked: 0 errors, 1 warning",
+    ]
+    assert secret not in result.out
+    assert run(capsys, "lint", "--strict", path).code == 1  # ...unless --strict
+
+
+@pytest.mark.parametrize(
+    ("exchange", "field"),
+    [
+        (items(url="https://api.example.test/v1/items?key=sk-ant-fake-test-00000000000000"), "url"),
+        (items(headers=(("x-debug", "Bearer fake-test-token-000000"),)), "headers.x-debug"),
+        (
+            items(response_headers=(("x-echo", "xoxp-fake-test-0000000000"),)),
+            "response_headers.x-echo",
+        ),
+        (message(body=b'{"token":"ghp_faketest00000000000000000000000000"}'), "body"),
+        (outage(), None),
+    ],
+)
+def test_warnings_name_the_field(exchange: Exchange, field: str | None) -> None:
+    findings = lint_bytes(cassette_bytes([exchange]), "c.jsonl")
+    assert [f.field for f in findings] == ([field] if field else [])
+
+
+def test_an_error_message_is_scanned_too() -> None:
+    exchange = Exchange(
+        method="GET",
+        url="https://api.example.test/",
+        status=None,
+        error=FaultInfo("ConnectError", "refused for AKIAFAKETEST00000000"),
+    )
+    findings = lint_bytes(cassette_bytes([exchange]), "c.jsonl")
+    assert [(f.field, f.severity) for f in findings] == [("error.message", "warning")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "task-runner-000000000000000000",  # "sk-" inside a word
+        'Bearer realm="api.example.test"',  # a challenge, not a token
+        "Bearer <redacted>",
+        "ghp_short",
+        "AKIAFAKETEST0000000000000",  # too long for an access key id
+        "the word bearer and the word basic in prose",
+    ],
+)
+def test_ordinary_text_is_not_taken_for_a_secret(text: str) -> None:
+    assert list(find_secrets(text)) == []
+
+
+def test_a_value_is_reported_once_by_the_first_shape_that_covers_it() -> None:
+    jwt = FAKE_SECRETS["a JSON Web Token"]
+    found = [(shape.name, value) for shape, value in find_secrets(f"Authorization: Bearer {jwt}")]
+    assert found == [("a JSON Web Token", jwt)]
+    found = [(s.name, v) for s, v in find_secrets("sk-ant-fake-test-000000000000000000000")]
+    assert found == [("an Anthropic API key", "sk-ant-fake-test-000000000000000000000")]
+
+
+def test_mask_never_shows_more_than_a_quarter() -> None:
+    assert mask("sk-ant-fake-test-000000000000000000000") == "sk-ant-f...(38 chars)"
+    assert mask("short") == "s...(5 chars)"
+    assert mask("abc") == "...(3 chars)"
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_cassette(
+        tmp_path / "c.jsonl",
+        [items(response_body=b'{"k":"sk-ant-fake-test-000000000000000000000"}'), items()],
+    )
+    result = run(capsys, "lint", "--json", path)
+    assert result.code == 1
+    assert json.loads(result.out) == {
+        "files": [str(path)],
+        "errors": 1,
+        "warnings": 1,
+        "findings": [
+            {
+                "path": str(path),
+                "line": 2,
+                "severity": "warning",
+                "check": "secret",
+                "field": "response_body",
+                "message": "response_body contains what looks like an Anthropic API key "
+                "(sk-ant-f...(38 chars)); if it is real, rotate it and re-record with the "
+                "credential in secret_headers",
+                "excerpt": "sk-ant-f...(38 chars)",
+            },
+            {
+                "path": str(path),
+                "line": 3,
+                "severity": "error",
+                "check": "duplicate-id",
+                "field": "id",
+                "message": "id 'list-items' is already used by line 2; ids must be unique "
+                "within a cassette: rename or delete one of them",
+                "excerpt": None,
+            },
+        ],
+        "unreadable": [],
+    }
+
+
+def test_unreadable_files_exit_2_after_the_others_are_linted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_cassette(tmp_path / "good.jsonl", [items()])
+    result = run(capsys, "lint", good, tmp_path / "missing.jsonl")
+    assert_one_line_error(result)
+    assert (
+        result.err
+        == f"sakura-http lint: error: {tmp_path / 'missing.jsonl'}: cannot read it (no such file)\n"
+    )
+    assert result.out == "1 file checked: 0 errors, 0 warnings\n"
+
+    result = run(capsys, "lint", "--json", tmp_path)
+    assert result.code == 2
+    assert json.loads(result.out)["unreadable"] == [
+        {"path": str(tmp_path), "reason": "cannot read it (Is a directory)"}
+    ]
