@@ -1,0 +1,278 @@
+"""`sakura-http diff`: pairing by id or by match key and ordinal, which parts changed, the text
+and JSON output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sakura_http._diff import diff_cassettes
+from sakura_http._format import CassetteContent, Exchange, FaultInfo
+from tests.cli_support import assert_one_line_error, items, message, outage, run, write_cassette
+
+
+def _diff(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    old: list[Exchange],
+    new: list[Exchange],
+    *options: str,
+) -> tuple[int, str]:
+    old_path = write_cassette(tmp_path / "old.jsonl", old)
+    new_path = write_cassette(tmp_path / "new.jsonl", new)
+    result = run(capsys, "diff", *options, old_path, new_path)
+    assert result.err == ""
+    return result.code, result.out
+
+
+def test_equal_cassettes_exit_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cassette = [items(), message(), outage()]
+    assert _diff(tmp_path, capsys, cassette, cassette) == (
+        0,
+        "no differences (0 added, 0 removed, 0 changed, 3 unchanged)\n",
+    )
+
+
+def test_verbose_lists_the_unchanged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cassette = [items(), outage()]
+    code, out = _diff(tmp_path, capsys, cassette, cassette, "--verbose")
+    assert code == 0
+    assert out.splitlines() == [
+        "same    #1 id=list-items GET https://api.example.test/v1/items -> 200",
+        "same    #2 GET https://api.example.test/health -> error ConnectError",
+        "no differences (0 added, 0 removed, 0 changed, 2 unchanged)",
+    ]
+
+
+def test_added_removed_and_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = [items(), message(), outage()]
+    new = [
+        items(status=500, response_headers=(("content-type", "text/plain"),)),
+        outage(),
+        items(id="new-one", url="https://api.example.test/v1/other"),
+    ]
+    code, out = _diff(tmp_path, capsys, old, new)
+    assert code == 1
+    assert out.splitlines() == [
+        "removed #2 POST https://api.example.test/v1/messages -> 200",
+        "added   #3 id=new-one GET https://api.example.test/v1/other -> 200",
+        "changed #1 id=list-items GET https://api.example.test/v1/items -> 500",
+        "    status: 200 -> 500",
+        "    response header content-type: 'application/json' -> 'text/plain'",
+        "1 added, 1 removed, 1 changed, 1 unchanged",
+    ]
+
+
+def test_a_changed_json_body_shows_a_pretty_unified_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = items(response_body=b'{"items":[1,2,3],"next":"page-2"}')
+    code, out = _diff(tmp_path, capsys, [items()], [new])
+    assert code == 1
+    assert out.splitlines() == [
+        "changed #1 id=list-items GET https://api.example.test/v1/items -> 200",
+        "    response_body: 27 B -> 33 B",
+        "        --- old",
+        "        +++ new",
+        "        @@ -3,5 +3,6 @@",
+        "             1,",
+        "        -    2",
+        "        +    2,",
+        "        +    3",
+        "           ],",
+        '        -  "next": null',
+        '        +  "next": "page-2"',
+        "         }",
+        "0 added, 0 removed, 1 changed, 0 unchanged",
+    ]
+
+
+def test_json_bodies_equal_but_for_key_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = items(response_body=b'{"next": null, "items": [1, 2]}')
+    code, out = _diff(tmp_path, capsys, [items()], [new])
+    assert code == 1
+    assert "        same JSON value: only key order or whitespace differs" in out.splitlines()
+
+
+def test_binary_bodies_are_compared_by_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = items(response_headers=(), response_body=b"\xff\x00\x01")
+    new = items(response_headers=(), response_body=b"\xff\x00\x01\x02")
+    code, out = _diff(tmp_path, capsys, [old], [new])
+    assert code == 1
+    assert "    response_body: 3 B -> 4 B" in out.splitlines()
+    assert "        binary body: 3 -> 4 bytes" in out.splitlines()
+
+
+def test_without_ids_exchanges_pair_by_match_key_and_ordinal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A polling sequence: the same request three times, pending, pending, done.
+    def poll(state: str) -> Exchange:
+        return items(id=None, response_body=f'{{"state":"{state}"}}'.encode())
+
+    old = [poll("pending"), poll("pending"), poll("done")]
+    new = [poll("pending"), poll("done")]
+    code, out = _diff(tmp_path, capsys, old, new)
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "removed #3 GET https://api.example.test/v1/items -> 200"
+    assert lines[1] == "changed #2 GET https://api.example.test/v1/items -> 200"
+    assert '        -  "state": "pending"' in lines
+    assert lines[-1] == "0 added, 1 removed, 1 changed, 1 unchanged"
+
+
+def test_volatile_request_headers_keep_the_pairing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old = message(headers=(("user-agent", "python-httpx/0.27.0"), *message().headers))
+    new = message(headers=(("user-agent", "python-httpx/0.28.1"), *message().headers))
+    code, out = _diff(tmp_path, capsys, [old], [new])
+    assert code == 1
+    assert out.splitlines() == [
+        "changed #1 POST https://api.example.test/v1/messages -> 200",
+        "    request header user-agent: 'python-httpx/0.27.0' -> 'python-httpx/0.28.1'",
+        "0 added, 0 removed, 1 changed, 0 unchanged",
+    ]
+
+
+def test_a_changed_request_is_removed_and_added(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = message(body=b'{"model":"test-model","max_tokens":6}')
+    code, out = _diff(tmp_path, capsys, [message()], [new])
+    assert code == 1
+    assert out.splitlines()[:2] == [
+        "removed #1 POST https://api.example.test/v1/messages -> 200",
+        "added   #1 POST https://api.example.test/v1/messages -> 200",
+    ]
+
+
+def test_a_moved_exchange_says_where_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _diff(tmp_path, capsys, [outage(), items()], [items(status=201)])
+    assert code == 1
+    assert "changed #1 id=list-items GET https://api.example.test/v1/items -> 201 (was #2)" in out
+
+
+def test_every_other_part_is_compared_but_timings() -> None:
+    old = message(
+        id="m",
+        error=None,
+        timings_ms=(1.0, 2.0),
+        extra={"note": "a"},
+    )
+    new = message(
+        id="m",
+        method="PUT",
+        url="https://api.example.test/v2/messages",
+        chunks=(18,),
+        truncated=True,
+        timings_ms=(5.0,),
+        extra={"note": "b"},
+        error=FaultInfo("ReadError", "reset"),
+    )
+    result = diff_cassettes(CassetteContent({}, [old], [2]), CassetteContent({}, [new], [2]))
+    changes = [(c.field, c.name, c.old, c.new) for c in result.changed[0].changes]
+    assert changes == [
+        ("method", None, "POST", "PUT"),
+        (
+            "url",
+            None,
+            "https://api.example.test/v1/messages",
+            "https://api.example.test/v2/messages",
+        ),
+        ("error", None, None, {"type": "ReadError", "message": "reset"}),
+        ("chunks", None, [9, 9], [18]),
+        ("truncated", None, False, True),
+        ("extra", "note", "a", "b"),
+    ]
+    same_but_timings = diff_cassettes(
+        CassetteContent({}, [old], [2]),
+        CassetteContent({}, [message(id="m", timings_ms=(7.0, 8.0), extra={"note": "a"})], [2]),
+    )
+    assert not same_but_timings
+
+
+def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = [items(), message(), outage()]
+    new = [items(status=500), outage(), items(id="new-one")]
+    code, out = _diff(tmp_path, capsys, old, new, "--json")
+    assert code == 1
+    summary = {
+        "index": 1,
+        "line": 2,
+        "id": "list-items",
+        "method": "GET",
+        "url": "https://api.example.test/v1/items",
+        "status": 200,
+        "error": None,
+    }
+    assert json.loads(out) == {
+        "added": [{**summary, "index": 3, "line": 4, "id": "new-one"}],
+        "removed": [
+            {
+                "index": 2,
+                "line": 3,
+                "id": None,
+                "method": "POST",
+                "url": "https://api.example.test/v1/messages",
+                "status": 200,
+                "error": None,
+            }
+        ],
+        "changed": [
+            {
+                "old": summary,
+                "new": {**summary, "status": 500},
+                "changes": [{"field": "status", "old": 200, "new": 500}],
+            }
+        ],
+    }
+
+
+def test_json_output_with_verbose_and_body_and_header_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = items(
+        response_headers=(("content-type", "application/json"), ("x-request-id", "r-2")),
+        response_body=b'{"items":[],"next":null}',
+    )
+    code, out = _diff(tmp_path, capsys, [items(), outage()], [new, outage()], "--json", "--verbose")
+    assert code == 1
+    data = json.loads(out)
+    assert set(data) == {"added", "removed", "changed", "unchanged"}
+    assert data["unchanged"][0]["old"]["url"] == "https://api.example.test/health"
+    assert data["unchanged"][0]["new"]["error"] == "ConnectError"
+    header, body = data["changed"][0]["changes"]
+    assert header == {
+        "field": "response_headers",
+        "name": "x-request-id",
+        "old": None,
+        "new": ["r-2"],
+    }
+    assert body["field"] == "response_body"
+    assert (body["old"], body["new"]) == (27, 24)
+    assert body["diff"][:2] == ["--- old", "+++ new"]
+
+
+def test_equal_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _diff(tmp_path, capsys, [items()], [items()], "--json")
+    assert (code, json.loads(out)) == (0, {"added": [], "removed": [], "changed": []})
+
+
+def test_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = write_cassette(tmp_path / "good.jsonl", [items()])
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(good.read_bytes() + b'{"method"')
+    for argv in ([good, tmp_path / "missing.jsonl"], [torn, good]):
+        result = run(capsys, "diff", *argv)
+        assert_one_line_error(result)
+        assert result.err.startswith("sakura-http diff: error: ")
+        assert result.out == ""
