@@ -9,15 +9,21 @@ httpx and httpx2 flavours (see `_libraries.py`) only add the library's stream ba
 * `TeeStream` (`stream_through=True`) hands each chunk of a live response to the caller as it
   arrives and commits the exchange when the stream ends or the caller closes it early (then
   marked `truncated`).
+
+Async iteration returns plain iterator objects rather than async generators: a caller that
+stops reading early drops the iterator unexhausted, and an async generator dropped that way has
+to be finalized by the event loop (trio warns about each one).  Sync iteration uses generators,
+which need no such care.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from ._format import Exchange
 from ._session import ResponseRecorder
@@ -28,29 +34,40 @@ __all__ = ["DEFAULT_CHUNK_SIZE", "ReplayStream", "TeeStream", "chunk_plan"]
 DEFAULT_CHUNK_SIZE = 65_536
 
 
-def chunk_plan(exchange: Exchange, chunk_size: int) -> Sequence[int]:
-    """The sizes to replay `exchange.response_body` in."""
+def chunk_plan(exchange: Exchange, chunk_size: int) -> Iterable[int]:
+    """The sizes to replay `exchange.response_body` in: its recorded `chunks`, or else pieces of
+    `chunk_size` bytes (the last one shorter).  Lazy, so a tiny `chunk_size` costs no memory."""
     if exchange.chunks is not None:
         return exchange.chunks
     size = len(exchange.response_body)
-    return [min(chunk_size, size - start) for start in range(0, size, chunk_size)]
+    return (min(chunk_size, size - start) for start in range(0, size, chunk_size))
 
 
 class ReplayStream:
-    """Yields a recorded response body chunk by chunk, sync or async."""
+    """Yields a recorded response body chunk by chunk, sync or async.
+
+    Each chunk is a copy of one slice of the recorded body, made when it is asked for; the body
+    itself is never copied.  Empty chunks are skipped, as httpcore never yields one.  With
+    `latency > 0` and recorded `timings_ms`, chunk i is yielded no earlier than
+    `timings_ms[i] * latency` milliseconds after iteration started (`time.sleep` in sync code,
+    `anyio.sleep_until` in async code); async iteration is a checkpoint at every chunk, as a read
+    from a socket is.  `close()` and `aclose()` release nothing, so closing early is free.
+    """
 
     def __init__(self, exchange: Exchange, chunk_size: int, latency: float) -> None:
-        self._body = memoryview(exchange.response_body)
-        self._sizes = chunk_plan(exchange, chunk_size)
+        self._exchange = exchange
+        self._chunk_size = chunk_size
         timings = exchange.timings_ms if latency > 0 else None
         self._offsets = [t * latency / 1000 for t in timings] if timings else None
 
     def _pieces(self) -> Iterator[tuple[float | None, bytes]]:
+        body = memoryview(self._exchange.response_body)
+        offsets = self._offsets
         position = 0
-        for i, size in enumerate(self._sizes):
-            piece = bytes(self._body[position : position + size])
+        for i, size in enumerate(chunk_plan(self._exchange, self._chunk_size)):
+            if size:
+                yield (offsets[i] if offsets else None), bytes(body[position : position + size])
             position += size
-            yield (self._offsets[i] if self._offsets else None), piece
 
     def __iter__(self) -> Iterator[bytes]:
         started = time.monotonic()
@@ -61,12 +78,8 @@ class ReplayStream:
                     time.sleep(delay)
             yield piece
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        started = anyio.current_time()
-        for offset, piece in self._pieces():
-            if offset is not None:
-                await anyio.sleep_until(started + offset)
-            yield piece
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _AsyncReplay(self._pieces())
 
     def close(self) -> None:
         pass
@@ -75,11 +88,39 @@ class ReplayStream:
         pass
 
 
+class _AsyncReplay:
+    """Async iteration of a `ReplayStream` (see the module docstring for why not a generator)."""
+
+    def __init__(self, pieces: Iterator[tuple[float | None, bytes]]) -> None:
+        self._pieces = pieces
+        self._started: float | None = None
+
+    def __aiter__(self) -> _AsyncReplay:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._started is None:
+            self._started = anyio.current_time()
+        try:
+            offset, piece = next(self._pieces)
+        except StopIteration:
+            raise StopAsyncIteration from None
+        if offset is None:
+            await anyio.lowlevel.checkpoint()
+        else:
+            await anyio.sleep_until(self._started + offset)
+        return piece
+
+
 class TeeStream:
     """Passes a live response's chunks to the caller while recording them.
 
-    `commit(exchange)` is called once, when the stream ends or is closed; not when reading
-    failed (an over-size body, a network error), so a broken exchange is never appended.
+    `commit(exchange)` is called once, when the stream is closed: with the whole body when the
+    caller read to the end, else with what was delivered, marked `truncated` (an early close, or
+    a cancelled async read: both are the caller's choice).  It is not called when reading failed
+    (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
+    called for a response that is never closed: httpx closes it when a `with client.stream(...)`
+    block ends, or when a non-streaming request has read the body.
     """
 
     def __init__(
@@ -97,37 +138,42 @@ class TeeStream:
         self._failed = False
         self._closed = False
 
-    def __iter__(self) -> Iterator[bytes]:
+    # Steps shared by the sync and async loops; a failure in any of them rules out the commit.
+
+    def _fed(self, raw: bytes) -> bytes:
         try:
-            for raw in self._stream:
-                data = self._recorder.feed(raw)
-                if data:
-                    yield data
-            self._ended = True
-            tail = self._recorder.finish_decoding()
-            if tail:
-                yield tail
-        except GeneratorExit:
-            raise
+            return self._recorder.feed(raw)
         except BaseException:
             self._failed = True
             raise
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def _tail(self) -> bytes:
+        self._ended = True
         try:
-            async for raw in self._stream:
-                data = self._recorder.feed(raw)
-                if data:
-                    yield data
-            self._ended = True
-            tail = self._recorder.finish_decoding()
-            if tail:
-                yield tail
-        except GeneratorExit:
-            raise
+            return self._recorder.finish_decoding()
         except BaseException:
             self._failed = True
             raise
+
+    def __iter__(self) -> Iterator[bytes]:
+        chunks = iter(self._stream)
+        while True:
+            try:
+                raw = next(chunks)
+            except StopIteration:
+                break
+            except BaseException:
+                self._failed = True
+                raise
+            data = self._fed(raw)
+            if data:
+                yield data
+        tail = self._tail()
+        if tail:
+            yield tail
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _AsyncTee(self, self._stream.__aiter__())
 
     def _finished(self) -> Exchange | None:
         if self._closed:
@@ -151,4 +197,39 @@ class TeeStream:
             await self._close_outer()
         finally:
             if exchange is not None:
-                await anyio.to_thread.run_sync(self._commit, exchange)
+                # Shielded: a response closed because its task was cancelled still records
+                # what it delivered.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._commit, exchange)
+
+
+class _AsyncTee:
+    """Async iteration of a `TeeStream` (see the module docstring for why not a generator)."""
+
+    def __init__(self, tee: TeeStream, chunks: AsyncIterator[bytes]) -> None:
+        self._tee = tee
+        self._chunks = chunks
+        self._done = False
+
+    def __aiter__(self) -> _AsyncTee:
+        return self
+
+    async def __anext__(self) -> bytes:
+        tee = self._tee
+        while not self._done:
+            try:
+                raw = await self._chunks.__anext__()
+            except StopAsyncIteration:
+                self._done = True
+                tail = tee._tail()
+                if tail:
+                    return tail
+                break
+            except BaseException as exc:
+                if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                    tee._failed = True
+                raise
+            data = tee._fed(raw)
+            if data:
+                return data
+        raise StopAsyncIteration

@@ -1,0 +1,429 @@
+"""Replaying streamed responses: chunk boundaries, every read API, pacing and memory.
+
+These tests replay hand-written cassettes (hosts under the reserved `.test` name, no network);
+`test_streaming_record.py` records from real servers on 127.0.0.1.  Each behaviour runs with
+httpx and httpx2 (the `lib` fixture), sync and async (anyio: asyncio and trio).
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import json
+import time
+import tracemalloc
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import httpx_sse
+import pytest
+
+from sakura_http import RecordingTransport
+from sakura_http._streams import DEFAULT_CHUNK_SIZE
+
+URL = "http://api.example.test/stream"
+
+# What httpx (and httpx2) send on a plain GET, and what httpx-sse adds, less the volatile headers.
+PLAIN_HEADERS = [["accept", "*/*"]]
+SSE_HEADERS = [["accept", "text/event-stream"], ["cache-control", "no-store"]]
+
+# httpx's own async generators (Response.aiter_raw, BoundAsyncStream.__aiter__, httpx-sse's
+# aiter_sse) are left unexhausted when a caller stops reading early, and trio warns when it has
+# to finalize them.  sakura-http's streams are not generators; this filter spares only httpx's.
+IGNORE_HTTPX_ASYNCGEN = pytest.mark.filterwarnings("ignore:Async generator 'httpx:ResourceWarning")
+
+
+def write_cassette(
+    path: Path,
+    body: bytes,
+    *,
+    chunks: Sequence[int] | None = None,
+    timings_ms: Sequence[float] | None = None,
+    content_type: str = "application/x-ndjson",
+    headers: list[list[str]] = PLAIN_HEADERS,
+) -> Path:
+    """Write a cassette by hand: the header line and one GET `URL` exchange answering `body`."""
+    exchange: dict[str, Any] = {
+        "method": "GET",
+        "url": URL,
+        "headers": headers,
+        "body": "",
+        "status": 200,
+        "response_headers": [["content-type", content_type]],
+    }
+    try:
+        exchange["response_body"] = body.decode("utf-8")
+    except UnicodeDecodeError:
+        exchange["response_body_b64"] = base64.b64encode(body).decode("ascii")
+    if chunks is not None:
+        exchange["chunks"] = list(chunks)
+    if timings_ms is not None:
+        exchange["timings_ms"] = list(timings_ms)
+    lines = [{"schema_version": "1.0", "kind": "cassette"}, exchange]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def split(body: bytes, cuts: Sequence[int]) -> list[bytes]:
+    """`body` cut at the given offsets."""
+    bounds = [0, *cuts, len(body)]
+    return [body[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# --- an NDJSON body whose recorded chunks split lines and multi-byte characters -------------------
+
+LINES = ['{"n": 0, "text": "été"}', '{"n": 1, "text": "☕ and 🍰"}', '{"n": 2, "text": ""}']
+NDJSON = "".join(line + "\n" for line in LINES).encode()
+CUTS = [
+    NDJSON.index("é".encode()) + 1,  # inside a 2-byte character
+    NDJSON.index(b"\n") + 5,  # just after the first line ends
+    NDJSON.index("☕".encode()) + 2,  # inside a 3-byte character
+    NDJSON.index("🍰".encode()) + 1,  # inside a 4-byte character
+    NDJSON.index("🍰".encode()) + 3,  # ... and again
+]
+PIECES = split(NDJSON, CUTS)
+
+
+@pytest.fixture
+def ndjson_cassette(tmp_path: Path) -> Path:
+    return write_cassette(tmp_path / "ndjson.jsonl", NDJSON, chunks=[len(p) for p in PIECES])
+
+
+# Each read API, with what it must return for NDJSON in PIECES.
+READS: list[tuple[str, dict[str, Any]]] = [
+    ("raw", {}),
+    ("bytes", {}),
+    ("bytes", {"chunk_size": 5}),
+    ("bytes", {"chunk_size": 1000}),
+    ("text", {}),
+    ("lines", {}),
+    ("read", {}),
+]
+
+
+def check_read(how: str, kwargs: dict[str, Any], got: list[Any]) -> None:
+    if how in ("raw", "bytes") and not kwargs:
+        assert got == PIECES  # the recorded boundaries, as a live server delivered them
+    elif how == "bytes":
+        n = kwargs["chunk_size"]
+        assert b"".join(got) == NDJSON
+        assert all(0 < len(chunk) <= n for chunk in got)  # nothing empty, nothing after EOF
+        assert all(len(chunk) == n for chunk in got[:-1])
+    elif how == "text":
+        assert "".join(got) == NDJSON.decode()  # split characters reassembled, none replaced
+        assert "\ufffd" not in "".join(got)
+    elif how == "lines":
+        assert got == LINES
+    else:
+        assert got == [NDJSON]
+
+
+def sync_read(client: Any, how: str, kwargs: dict[str, Any]) -> list[Any]:
+    with client.stream("GET", URL) as response:
+        if how == "read":
+            return [response.read()]
+        return list(getattr(response, f"iter_{how}")(**kwargs))
+
+
+async def async_read(client: Any, how: str, kwargs: dict[str, Any]) -> list[Any]:
+    async with client.stream("GET", URL) as response:
+        if how == "read":
+            return [await response.aread()]
+        return [chunk async for chunk in getattr(response, f"aiter_{how}")(**kwargs)]
+
+
+@pytest.mark.parametrize(("how", "kwargs"), READS)
+def test_sync_reads_see_recorded_chunks(
+    lib: ModuleType, ndjson_cassette: Path, how: str, kwargs: dict[str, Any]
+) -> None:
+    with lib.Client(transport=RecordingTransport(ndjson_cassette)) as client:
+        check_read(how, kwargs, sync_read(client, how, kwargs))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("how", "kwargs"), READS)
+async def test_async_reads_see_recorded_chunks(
+    lib: ModuleType, ndjson_cassette: Path, how: str, kwargs: dict[str, Any]
+) -> None:
+    async with lib.AsyncClient(transport=RecordingTransport(ndjson_cassette)) as client:
+        check_read(how, kwargs, await async_read(client, how, kwargs))
+
+
+def test_client_get_reads_the_whole_body(lib: ModuleType, ndjson_cassette: Path) -> None:
+    with lib.Client(transport=RecordingTransport(ndjson_cassette)) as client:
+        response = client.get(URL)
+    assert response.content == NDJSON
+    assert [json.loads(line) for line in response.iter_lines()] == [json.loads(x) for x in LINES]
+
+
+# --- fixed-size chunks when no boundaries were recorded ----------------------------------------
+
+
+def test_without_recorded_chunks_replay_uses_the_default_chunk_size(
+    lib: ModuleType, tmp_path: Path
+) -> None:
+    body = b"x" * (2 * DEFAULT_CHUNK_SIZE + 10)
+    path = write_cassette(tmp_path / "c.jsonl", body, content_type="application/octet-stream")
+    with (
+        lib.Client(transport=RecordingTransport(path)) as client,
+        client.stream("GET", URL) as response,
+    ):
+        sizes = [len(chunk) for chunk in response.iter_raw()]
+    assert sizes == [DEFAULT_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, 10]
+
+
+@pytest.mark.anyio
+async def test_replay_chunk_size_is_configurable(lib: ModuleType, tmp_path: Path) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", b"0123456789", content_type="text/plain")
+    transport = RecordingTransport(path, replay_chunk_size=4)
+    async with (
+        lib.AsyncClient(transport=transport) as client,
+        client.stream("GET", URL) as response,
+    ):
+        assert [chunk async for chunk in response.aiter_raw()] == [b"0123", b"4567", b"89"]
+
+
+def test_an_empty_body_replays_no_chunks(lib: ModuleType, tmp_path: Path) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", b"", content_type="text/plain")
+    with (
+        lib.Client(transport=RecordingTransport(path)) as client,
+        client.stream("GET", URL) as response,
+    ):
+        assert list(response.iter_raw()) == []
+
+
+def test_replay_chunk_size_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="replay_chunk_size must be at least 1, not 0"):
+        RecordingTransport(tmp_path / "c.jsonl", replay_chunk_size=0)
+
+
+# --- closing early -----------------------------------------------------------------------------
+
+
+def test_sync_close_after_one_chunk(lib: ModuleType, ndjson_cassette: Path) -> None:
+    with lib.Client(transport=RecordingTransport(ndjson_cassette)) as client:
+        with client.stream("GET", URL) as response:
+            first = next(response.iter_raw())
+        assert first == PIECES[0]
+        assert response.is_closed
+        assert client.get(URL).content == NDJSON  # the transport serves on (the exchange repeats)
+
+
+@IGNORE_HTTPX_ASYNCGEN
+@pytest.mark.anyio
+async def test_async_close_after_one_chunk(lib: ModuleType, ndjson_cassette: Path) -> None:
+    async with lib.AsyncClient(transport=RecordingTransport(ndjson_cassette)) as client:
+        async with client.stream("GET", URL) as response:
+            async for chunk in response.aiter_raw():
+                assert chunk == PIECES[0]
+                break
+        assert response.is_closed
+        assert (await client.get(URL)).content == NDJSON
+
+
+# --- Server-Sent Events split across chunks ----------------------------------------------------
+
+EVENTS = [
+    b'id: 1\nevent: tick\ndata: {"text": "caf\xc3\xa9"}\n\n',
+    b"id: 2\ndata: first line\ndata: \xe2\x98\x95 second line\n\n",
+    b": a comment, then an event with no id\ndata: last\n\n",
+]
+SSE = b"".join(EVENTS)
+SSE_CUTS = [
+    SSE.index(b"event:") + 3,  # inside a field name
+    len(EVENTS[0]) - 1,  # between the two newlines that end an event
+    SSE.index(b"\xe2\x98\x95") + 1,  # inside a 3-byte character
+    SSE.index(b"\xe2\x98\x95") + 2,
+    len(EVENTS[0]) + len(EVENTS[1]) + 2,  # inside a comment
+]
+EXPECTED_EVENTS = [
+    ("1", "tick", '{"text": "café"}'),
+    ("2", "message", "first line\n☕ second line"),
+    ("2", "message", "last"),  # the last event id carries over, as the SSE spec says
+]
+
+
+@pytest.fixture
+def sse_cassette(tmp_path: Path) -> Path:
+    return write_cassette(
+        tmp_path / "sse.jsonl",
+        SSE,
+        chunks=[len(p) for p in split(SSE, SSE_CUTS)],
+        content_type="text/event-stream",
+        headers=SSE_HEADERS,
+    )
+
+
+def test_sync_sse_events_reassemble_across_chunks(lib: ModuleType, sse_cassette: Path) -> None:
+    with (
+        lib.Client(transport=RecordingTransport(sse_cassette)) as client,
+        httpx_sse.connect_sse(client, "GET", URL) as source,
+    ):
+        events = [(e.id, e.event, e.data) for e in source.iter_sse()]
+    assert events == EXPECTED_EVENTS
+
+
+@pytest.mark.anyio
+async def test_async_sse_events_reassemble_across_chunks(
+    lib: ModuleType, sse_cassette: Path
+) -> None:
+    async with (
+        lib.AsyncClient(transport=RecordingTransport(sse_cassette)) as client,
+        httpx_sse.aconnect_sse(client, "GET", URL) as source,
+    ):
+        events = [(e.id, e.event, e.data) async for e in source.aiter_sse()]
+    assert events == EXPECTED_EVENTS
+
+
+# --- pacing: timings_ms scaled by replay_latency -----------------------------------------------
+
+PACED = [b"data: one\n\n", b"data: two\n\n", b"data: three\n\n"]
+
+
+def paced_cassette(tmp_path: Path, timings_ms: Sequence[float]) -> Path:
+    return write_cassette(
+        tmp_path / "paced.jsonl",
+        b"".join(PACED),
+        chunks=[len(p) for p in PACED],
+        timings_ms=timings_ms,
+        content_type="text/event-stream",
+    )
+
+
+def sync_elapsed(lib: ModuleType, transport: RecordingTransport) -> float:
+    with lib.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        started = time.monotonic()
+        assert list(response.iter_raw()) == PACED
+        return time.monotonic() - started
+
+
+async def async_elapsed(lib: ModuleType, transport: RecordingTransport) -> float:
+    async with (
+        lib.AsyncClient(transport=transport) as client,
+        client.stream("GET", URL) as response,
+    ):
+        started = anyio.current_time()
+        assert [chunk async for chunk in response.aiter_raw()] == PACED
+        return anyio.current_time() - started
+
+
+# Lower bounds only: timing is never asserted from above, so a slow machine cannot fail these.
+def test_sync_replay_latency_reproduces_recorded_pacing(lib: ModuleType, tmp_path: Path) -> None:
+    path = paced_cassette(tmp_path, [5.0, 105.0, 205.0])
+    assert sync_elapsed(lib, RecordingTransport(path, replay_latency=1.0)) >= 0.15
+    assert sync_elapsed(lib, RecordingTransport(path, replay_latency=0.5)) >= 0.075
+
+
+def test_sync_replay_latency_zero_ignores_timings(lib: ModuleType, tmp_path: Path) -> None:
+    # A 10-minute recorded gap: replaying at the default latency 0 finishes at all only if it
+    # does not wait.
+    path = paced_cassette(tmp_path, [0.0, 600_000.0, 600_000.0])
+    sync_elapsed(lib, RecordingTransport(path))
+
+
+@pytest.mark.anyio
+async def test_async_replay_latency_paces_without_blocking_the_loop(
+    lib: ModuleType, tmp_path: Path
+) -> None:
+    path = paced_cassette(tmp_path, [5.0, 105.0, 205.0])
+    ticks = 0
+    elapsed = 0.0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await anyio.sleep(0.01)
+            ticks += 1
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ticker)
+        elapsed = await async_elapsed(lib, RecordingTransport(path, replay_latency=1.0))
+        tasks.cancel_scope.cancel()
+    assert elapsed >= 0.15
+    assert ticks >= 5  # the other task ran while the replay waited
+
+
+@pytest.mark.anyio
+async def test_async_replay_latency_zero_ignores_timings(lib: ModuleType, tmp_path: Path) -> None:
+    path = paced_cassette(tmp_path, [0.0, 600_000.0, 600_000.0])
+    with anyio.fail_after(30):  # a guard against a hang, not a performance assertion
+        await async_elapsed(lib, RecordingTransport(path))
+
+
+def test_replay_latency_must_not_be_negative(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="replay_latency must be 0 or more, not -1"):
+        RecordingTransport(tmp_path / "c.jsonl", replay_latency=-1)
+
+
+# --- memory: a 16 MiB body is sliced, never copied whole ---------------------------------------
+
+BIG = 16 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def big_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("big") / "big.jsonl"
+    return write_cassette(path, b"a" * BIG, content_type="application/octet-stream")
+
+
+def traced_peak(measure: Any) -> int:
+    """The peak of memory allocated while `measure()` runs, above what was allocated before."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        measure()
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_sync_chunked_replay_of_16_mib_holds_no_copy_of_the_body(
+    lib: ModuleType, big_cassette: Path
+) -> None:
+    transport = RecordingTransport(big_cassette)
+    with lib.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        seen = 0
+
+        def iterate() -> None:
+            nonlocal seen
+            for chunk in response.iter_bytes():
+                seen += len(chunk)
+
+        peak = traced_peak(iterate)
+    assert seen == BIG
+    assert peak < BIG // 8  # a few chunks at a time, not a copy of the body
+
+
+def test_sync_read_of_16_mib_holds_at_most_one_copy(lib: ModuleType, big_cassette: Path) -> None:
+    transport = RecordingTransport(big_cassette)
+    with lib.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        peak = traced_peak(response.read)
+        assert len(response.content) == BIG
+    # httpx's read() joins the chunks it collected into `content`: for a moment both exist, as
+    # they do against a live server.  The replay adds no copy of its own on top of that.
+    assert peak < 2 * BIG + BIG // 8
+
+
+@pytest.mark.anyio
+async def test_async_chunked_replay_of_16_mib_holds_no_copy_of_the_body(
+    lib: ModuleType, big_cassette: Path
+) -> None:
+    transport = RecordingTransport(big_cassette)
+    async with (
+        lib.AsyncClient(transport=transport) as client,
+        client.stream("GET", URL) as response,
+    ):
+        seen = 0
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            async for chunk in response.aiter_bytes():
+                seen += len(chunk)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+    assert seen == BIG
+    assert peak < BIG // 8
