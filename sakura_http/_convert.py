@@ -61,13 +61,14 @@ class _SafeCassetteLoader(yaml.SafeLoader):
     """`yaml.SafeLoader` that names the Python tags it refuses instead of a generic error."""
 
 
+class _PythonTag(Exception):
+    def __init__(self, tag: str, line: int) -> None:
+        self.tag = tag
+        self.line = line
+
+
 def _refuse_python_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    mark = node.start_mark
-    raise VcrImportError(
-        f"{mark.name}:{mark.line + 1}: the YAML tag !!python/{suffix} would construct a Python "
-        "object; sakura-http reads cassettes with a safe loader only. Re-record the cassette "
-        "with a current vcrpy (which writes plain YAML), or replace the tagged value by hand"
-    )
+    raise _PythonTag(f"!!python/{suffix}", node.start_mark.line + 1)
 
 
 _SafeCassetteLoader.add_multi_constructor("tag:yaml.org,2002:python/", _refuse_python_tag)
@@ -87,6 +88,12 @@ def load_vcr(text: str, name: str) -> Any:
     try:
         # A SafeLoader subclass: it builds plain data only (see _refuse_python_tag).
         return yaml.load(text, Loader=_SafeCassetteLoader)
+    except _PythonTag as exc:
+        raise VcrImportError(
+            f"{name}:{exc.line}: the YAML tag {exc.tag} would construct a Python object; "
+            "sakura-http reads cassettes with a safe loader only. Re-record the cassette with a "
+            "current vcrpy (which writes plain YAML), or replace the tagged value by hand"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{name}:{mark.line + 1}" if mark is not None else name
@@ -194,6 +201,7 @@ def _exchange(number: int, interaction: Any, result: ConvertResult) -> Exchange:
             (name, REDACTED if name == "set-cookie" else value) for name, value in response_headers
         )
     raw = _body(response.get("body", response.get("content")), "the response body")
+    check_body_size(len(raw), DEFAULT_MAX_BODY_BYTES, "response")
     response_headers, response_body, decoded = _decode_content(response_headers, raw)
     result.decoded_bodies += decoded
     return Exchange(
