@@ -1,0 +1,80 @@
+"""Cassette files: locked appends from many processes, torn tails, atomic re-recording."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from sakura_http import CassetteFormatError, RecordingForbidden, RecordingTransport
+from sakura_http._cassette import AtomicRecording, append_lines, load_cassette
+from sakura_http._format import Exchange, encode_exchange
+
+WORKERS = 4
+PER_WORKER = 60
+
+
+def _record_many(path: str, worker: int) -> None:
+    # One xdist-like process: its own transport recording distinct exchanges into one cassette.
+    body = b"w%d-" % worker + b"x" * 3000  # lines far longer than a pipe buffer
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    transport = RecordingTransport(path, outer=outer, mode="new_episodes")
+    client = httpx.Client(transport=transport)
+    for i in range(PER_WORKER):
+        client.get(f"https://api.example.test/{worker}/{i}")
+    transport.close()
+
+
+def test_processes_appending_concurrently_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "shared.jsonl"
+    context = multiprocessing.get_context("spawn")  # fork in a threaded pytest is unsafe
+    processes = [context.Process(target=_record_many, args=(str(path), w)) for w in range(WORKERS)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+        assert process.exitcode == 0
+    data = path.read_bytes()
+    raw_lines = data.splitlines()
+    assert raw_lines[0] == b'{"schema_version":"1.0","kind":"cassette"}'
+    assert data.count(b'"schema_version"') == 1
+    urls = sorted(orjson.loads(line)["url"] for line in raw_lines[1:])
+    expected = sorted(
+        f"https://api.example.test/{w}/{i}" for w in range(WORKERS) for i in range(PER_WORKER)
+    )
+    assert urls == expected
+    assert len(load_cassette(path).exchanges) == WORKERS * PER_WORKER
+
+
+def test_append_refuses_a_file_with_a_torn_tail(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    line = encode_exchange(Exchange("GET", "https://api.example.test/"))
+    append_lines(path, line, {})
+    path.write_bytes(path.read_bytes() + b'{"method"')
+    before = path.read_bytes()
+    with pytest.raises(CassetteFormatError, match="incomplete line"):
+        append_lines(path, line, {})
+    assert path.read_bytes() == before
+
+
+def test_load_reports_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(CassetteFormatError, match="is a directory"):
+        load_cassette(tmp_path)
+
+
+def test_atomic_recording_is_exclusive_and_keeps_the_old_file_until_commit(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"old\n")
+    recording = AtomicRecording(path, {"note": "kept"})
+    with pytest.raises(RecordingForbidden, match="another process is re-recording"):
+        AtomicRecording(path, {})
+    recording.append(encode_exchange(Exchange("GET", "https://api.example.test/")))
+    assert path.read_bytes() == b"old\n"
+    recording.commit()
+    assert path.read_bytes().startswith(b'{"schema_version":"1.0","kind":"cassette","note":"kept"}')
+    AtomicRecording(path, {}).commit()  # the lock was released

@@ -1,0 +1,61 @@
+"""The decision table: every cell, the environment rules, and the docs' copy of the table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sakura_http import ConfigurationError, RecordingForbidden, RecordMode
+from sakura_http._core import ACTIONS, Action, Lookup, decide, resolve_mode
+
+EXPECTED = {
+    ("none", "HIT"): "replay",
+    ("none", "EXHAUSTED"): "repeat",
+    ("none", "ABSENT"): "miss",
+    ("new_episodes", "HIT"): "replay",
+    ("new_episodes", "EXHAUSTED"): "record",
+    ("new_episodes", "ABSENT"): "record",
+    ("all", "HIT"): "record",
+    ("all", "EXHAUSTED"): "record",
+    ("all", "ABSENT"): "record",
+}
+
+
+@pytest.mark.parametrize(("mode", "lookup"), list(EXPECTED))
+def test_every_cell(mode: str, lookup: str) -> None:
+    assert decide(RecordMode(mode), Lookup[lookup]).value == EXPECTED[mode, lookup]
+
+
+def test_the_table_is_complete() -> None:
+    assert set(ACTIONS) == {(m, lk) for m in RecordMode for lk in Lookup}
+
+
+def test_allow_repeats_false_turns_repeat_into_miss() -> None:
+    assert decide(RecordMode.NONE, Lookup.EXHAUSTED, allow_repeats=False) is Action.MISS
+    assert decide(RecordMode.NEW_EPISODES, Lookup.EXHAUSTED, allow_repeats=False) is Action.RECORD
+
+
+def test_docs_show_the_same_table() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "matching.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` +\| (\w+) +\| (\w+)[^|]*\| (\w+) +\|$", text, re.M)
+    documented = {
+        (mode, lookup): action
+        for mode, hit, exhausted, absent in rows
+        for lookup, action in (("HIT", hit), ("EXHAUSTED", exhausted), ("ABSENT", absent))
+    }
+    assert documented == EXPECTED
+
+
+def test_resolve_mode() -> None:
+    assert resolve_mode("none", {}) is RecordMode.NONE
+    assert resolve_mode(RecordMode.ALL, {}) is RecordMode.ALL
+    assert resolve_mode("none", {"SAKURA_HTTP_RECORD": "all"}) is RecordMode.ALL
+    assert resolve_mode("all", {"SAKURA_HTTP_RECORD": ""}) is RecordMode.ALL
+    with pytest.raises(ConfigurationError, match="one of 'none', 'new_episodes', 'all'"):
+        resolve_mode("none", {"SAKURA_HTTP_RECORD": "yes"})
+    with pytest.raises(RecordingForbidden, match="SAKURA_HTTP_STRICT"):
+        resolve_mode("new_episodes", {"SAKURA_HTTP_STRICT": "1"})
+    assert resolve_mode("none", {"SAKURA_HTTP_STRICT": "1"}) is RecordMode.NONE
+    assert resolve_mode("all", {"SAKURA_HTTP_STRICT": "0"}) is RecordMode.ALL
