@@ -1,1 +1,595 @@
-"""The sakura-http pytest plugin (work in progress)."""
+"""The sakura-http pytest plugin, registered through the ``pytest11`` entry point.
+
+Tests run offline against committed cassettes; ``pytest --record`` records what is missing
+(mode "new_episodes") and ``pytest --record-all`` re-records whole cassettes (mode "all").
+``SAKURA_HTTP_RECORD`` overrides both, as it does for every `RecordingTransport`.
+
+* ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
+  ``sakura_secret_headers``.
+* fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
+  `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker).
+* marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, **transport_options)``.
+* the network guard (`sakura_http._guard`) in every test that uses sakura-http.
+
+`docs/pytest.md` documents all of it.  The option is ``--record``, never ``--record-mode``:
+pytest-recording and cassetter own that name, and sakura-http must load beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PureWindowsPath
+from typing import Any
+
+import pytest
+
+from ._core import ENV_RECORD, RecordMode, resolve_mode
+from ._exceptions import CassetteError, ConfigurationError
+from ._guard import NetworkBlocked, NetworkGuard
+from ._libraries import library_of
+from ._transport import RecordingTransport
+
+__all__ = ["CassetteFactory", "DefaultOuter", "NetworkBlocked", "resolve_cassette_path"]
+
+#: Exit status of ``pytest --record`` when no host may be recorded from (EX_TEMPFAIL).
+EXIT_NO_RECORD_HOSTS = 75
+
+_SAKURA_FIXTURES = frozenset({"sakura_fixtures", "sakura_recording", "sakura_transport"})
+_WORKER_OUTPUT_KEY = "sakura_http_recorded"
+_MARKER = (
+    "cassette(name=None, *, assert_all_played=False, **transport_options): the sakura-http "
+    "cassette of the sakura_transport fixture. name is resolved inside the fixtures folder "
+    "(default: <test module stem>/<test name>.jsonl); transport_options are passed to "
+    "RecordingTransport; assert_all_played=True fails the test if a recorded exchange was "
+    "not played."
+)
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+@dataclass
+class _Written:
+    """What a run wrote into one cassette."""
+
+    folder: str
+    appended: int = 0
+    rerecorded: bool = False
+
+
+@dataclass
+class _State:
+    """The plugin's per-session state, kept in `config.stash`."""
+
+    requested: RecordMode  # from --record / --record-all
+    effective: RecordMode  # after SAKURA_HTTP_RECORD
+    record_hosts: tuple[str, ...]
+    secret_headers: tuple[str, ...]
+    block_network: bool
+    fixtures_option: Path | None
+    rootpath: Path
+    written: dict[str, _Written] = field(default_factory=dict)
+    #: Cassettes already re-recorded in this process: later transports append to them.
+    rerecorded_paths: set[str] = field(default_factory=set)
+
+    @property
+    def recording(self) -> bool:
+        return self.effective is not RecordMode.NONE
+
+    def note(self, path: str, folder: str, appended: int, rerecorded: bool) -> None:
+        entry = self.written.setdefault(path, _Written(folder))
+        entry.appended += appended
+        entry.rerecorded = entry.rerecorded or rerecorded
+
+
+_STATE = pytest.StashKey[_State]()
+_CALL_EXCINFO = pytest.StashKey["pytest.ExceptionInfo[BaseException] | None"]()
+_GUARD = pytest.StashKey[NetworkGuard]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sakura-http", "sakura-http cassettes")
+    group.addoption(
+        "--record",
+        action="store_true",
+        dest="sakura_record",
+        help="sakura-http: record the exchanges missing from cassettes (mode new_episodes); "
+        "only hosts listed in sakura_record_hosts may be reached.",
+    )
+    group.addoption(
+        "--record-all",
+        action="store_true",
+        dest="sakura_record_all",
+        help="sakura-http: re-record whole cassettes (mode all); each is replaced when its "
+        "test ends.",
+    )
+    parser.addini(
+        "sakura_record_hosts",
+        'sakura-http: "host" or "host:port" entries a recording may reach (one per line).',
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "sakura_fixtures",
+        "sakura-http: the cassette folder, relative to the ini file (default: fixtures/ in the "
+        "nearest ancestor folder of the test file named tests).",
+        default="",
+    )
+    parser.addini(
+        "sakura_block_network",
+        "sakura-http: apply the network guard to every test, not only those using sakura-http.",
+        type="bool",
+        default=False,
+    )
+    parser.addini(
+        "sakura_secret_headers",
+        "sakura-http: secret headers of every cassette (merged with each cassette's own).",
+        type="linelist",
+        default=[],
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", _MARKER)
+    record, record_all = config.getoption("sakura_record"), config.getoption("sakura_record_all")
+    if record and record_all:
+        raise pytest.UsageError("use either --record or --record-all, not both")
+    requested = (
+        RecordMode.ALL if record_all else RecordMode.NEW_EPISODES if record else RecordMode.NONE
+    )
+    try:
+        effective = resolve_mode(requested, os.environ)
+    except CassetteError as exc:  # SAKURA_HTTP_STRICT=1, or a bad SAKURA_HTTP_RECORD
+        raise pytest.UsageError(f"sakura-http: {exc}") from None
+
+    hosts = tuple(h.strip() for h in config.getini("sakura_record_hosts") if h.strip())
+    if effective is not RecordMode.NONE and not hosts:
+        pytest.exit(_no_hosts_message(requested, effective), returncode=EXIT_NO_RECORD_HOSTS)
+    if effective is RecordMode.ALL and _distributed(config):
+        raise pytest.UsageError(
+            "sakura-http: re-recording whole cassettes (mode 'all') from several pytest-xdist "
+            "workers would let tests that share a cassette replace each other's recordings. "
+            "Run it in one process (`pytest --record-all -n 0`), or use `pytest --record`, "
+            "which appends safely from many workers"
+        )
+
+    ini_value = str(config.getini("sakura_fixtures") or "").strip()
+    base = config.inipath.parent if config.inipath is not None else config.rootpath
+    config.stash[_STATE] = _State(
+        requested=requested,
+        effective=effective,
+        record_hosts=hosts,
+        secret_headers=tuple(h.strip() for h in config.getini("sakura_secret_headers")),
+        block_network=bool(config.getini("sakura_block_network")),
+        fixtures_option=(base / ini_value) if ini_value else None,
+        rootpath=config.rootpath,
+    )
+
+
+def _no_hosts_message(requested: RecordMode, effective: RecordMode) -> str:
+    if requested is effective:
+        why = "pytest --record-all" if effective is RecordMode.ALL else "pytest --record"
+    else:
+        why = f"{ENV_RECORD}={effective.value}"
+    return (
+        f"sakura-http: {why} records from the network, so it needs the hosts a recording may "
+        "reach, and sakura_record_hosts is empty. Declare them (host or host:port) in "
+        'pyproject.toml: [tool.pytest.ini_options] sakura_record_hosts = ["api.example.com", '
+        '"127.0.0.1:8000"] - or one per line under sakura_record_hosts = in pytest.ini'
+    )
+
+
+def _distributed(config: pytest.Config) -> bool:
+    if hasattr(config, "workerinput"):
+        return False  # the controller decides
+    processes = getattr(config.option, "numprocesses", None)
+    return bool(processes) and getattr(config.option, "dist", "no") != "no"
+
+
+def _state(config: pytest.Config) -> _State:
+    return config.stash[_STATE]
+
+
+# --- where cassettes live ------------------------------------------------------------------
+
+
+def fixtures_folder(config: pytest.Config, test_path: Path) -> Path:
+    """The fixtures folder for a test file: ``sakura_fixtures`` if set; else ``fixtures/`` in
+    the nearest ancestor folder named ``tests`` (within the rootdir); else
+    ``<rootdir>/tests/fixtures``.  The folder is not created."""
+    state = _state(config)
+    if state.fixtures_option is not None:
+        return state.fixtures_option
+    root = state.rootpath
+    for parent in test_path.parents:
+        if parent.name == "tests":
+            return parent / "fixtures"
+        if parent == root:
+            break
+    return root / "tests" / "fixtures"
+
+
+def resolve_cassette_path(folder: Path, name: str | os.PathLike[str]) -> Path:
+    """`name` inside `folder`; raises `ConfigurationError` for a name that escapes it.
+
+    Refused: an empty name, an absolute path, a ``..`` part, and a path whose symlinks lead out
+    of the folder.
+    """
+    text = os.fspath(name)
+    pure = PurePath(text)
+    escapes = (
+        not text.strip()
+        or pure.is_absolute()
+        or bool(PureWindowsPath(text).anchor)
+        or ".." in pure.parts
+        or ".." in PureWindowsPath(text).parts
+    )
+    candidate = folder / pure
+    if not escapes:
+        real_folder = os.path.realpath(folder)
+        real_target = os.path.realpath(candidate)
+        escapes = os.path.commonpath([real_folder, real_target]) != real_folder
+    if escapes:
+        raise ConfigurationError(
+            f"cassette name {text!r} escapes the fixtures folder {folder}: give a relative "
+            'path inside it, such as "billing.jsonl" or "payments/refund.jsonl" (no "..", no '
+            "absolute path, no symlink that leads out)"
+        )
+    return candidate
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._,=+\-\[\]]+")
+
+
+def default_cassette_name(item: pytest.Item) -> str:
+    """``<test module stem>/<test name>.jsonl``; a test in a class is ``<Class>.<test name>``,
+    and characters that are not file-safe in parametrize ids become ``-``."""
+    name = item.name
+    cls = getattr(item, "cls", None)
+    if cls is not None:
+        name = f"{cls.__name__}.{name}"
+    safe = _UNSAFE.sub("-", name)
+    if len(safe) > 150:  # file names are limited to 255 bytes: keep it short and unique
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        safe = f"{safe[:130]}-{digest}"
+    return f"{item.path.stem}/{safe}.jsonl"
+
+
+# --- the default outer transport -----------------------------------------------------------
+
+
+class DefaultOuter:
+    """The outer transport the plugin gives a cassette when the test passes none.
+
+    It forwards to a real transport of the request's library, created on first use:
+    ``HTTPTransport()`` for a sync client, ``AsyncHTTPTransport()`` for an async one (of httpx or
+    httpx2).  Nothing is created while a test only replays.  `aclose()` closes all of them;
+    `close()` closes the sync ones (the async ones belong to their event loop: close the async
+    client, e.g. with ``async with``, so they close there).
+    """
+
+    def __init__(self) -> None:
+        self._sync: dict[str, Any] = {}
+        self._async: dict[str, Any] = {}
+
+    def handle_request(self, request: Any) -> Any:
+        library = library_of(request)
+        transport = self._sync.get(library.name)
+        if transport is None:
+            transport = self._sync[library.name] = library.module.HTTPTransport()
+        return transport.handle_request(request)
+
+    async def handle_async_request(self, request: Any) -> Any:
+        library = library_of(request)
+        transport = self._async.get(library.name)
+        if transport is None:
+            transport = self._async[library.name] = library.module.AsyncHTTPTransport()
+        return await transport.handle_async_request(request)
+
+    def close(self) -> None:
+        transports, self._sync = list(self._sync.values()), {}
+        for transport in transports:
+            transport.close()
+
+    async def aclose(self) -> None:
+        transports, self._async = list(self._async.values()), {}
+        for transport in transports:
+            await transport.aclose()
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<sakura_http DefaultOuter>"
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Opened:
+    transport: RecordingTransport
+    assert_all_played: bool
+
+
+class CassetteFactory:
+    """The ``sakura_recording`` fixture: builds `RecordingTransport` objects for one test.
+
+    ``sakura_recording("billing.jsonl", outer=..., secret_headers=[...], **transport_options)``
+    resolves the name inside the fixtures folder (a name escaping it raises
+    `ConfigurationError`), sets the mode from ``--record`` / ``--record-all`` (and
+    ``SAKURA_HTTP_RECORD``), ``record_hosts`` from ``sakura_record_hosts`` and merges
+    ``secret_headers`` with ``sakura_secret_headers``.  ``outer`` defaults to a `DefaultOuter`.
+    ``assert_all_played=True`` fails the test at teardown if a recorded exchange was not
+    played.  At teardown every transport is closed, and the test fails if a transport raised a
+    sakura-http error the code under test caught.
+    """
+
+    def __init__(self, request: pytest.FixtureRequest, folder: Path) -> None:
+        self._request = request
+        self._state = _state(request.config)
+        self.folder = folder
+        self._opened: list[_Opened] = []
+
+    def __call__(
+        self,
+        name: str | os.PathLike[str],
+        *,
+        outer: Any = None,
+        secret_headers: Iterable[str] = (),
+        assert_all_played: bool = False,
+        **transport_options: Any,
+    ) -> RecordingTransport:
+        for forbidden in ("mode", "path"):
+            if forbidden in transport_options:
+                raise TypeError(
+                    f"sakura_recording() takes no {forbidden}=: the cassette is the name inside "
+                    f"{self.folder}, and the mode comes from pytest --record / --record-all "
+                    f"(or {ENV_RECORD})"
+                )
+        state = self._state
+        path = resolve_cassette_path(self.folder, name)
+        key = os.path.realpath(path)
+        mode = state.requested
+        if mode is RecordMode.ALL and key in state.rerecorded_paths:
+            mode = RecordMode.NEW_EPISODES  # an earlier test re-recorded it in this run: add
+        hosts = list(state.record_hosts)
+        extra_hosts = transport_options.pop("record_hosts", None)
+        if extra_hosts is not None:
+            hosts.extend(extra_hosts)
+        secrets = dict.fromkeys(h.lower() for h in (*state.secret_headers, *secret_headers))
+        transport = RecordingTransport(
+            path,
+            outer=DefaultOuter() if outer is None else outer,
+            mode=mode,
+            secret_headers=secrets,
+            record_hosts=hosts,
+            **transport_options,
+        )
+        if transport.mode is RecordMode.ALL:
+            state.rerecorded_paths.add(key)
+        guard = self._request.node.stash.get(_GUARD, None)
+        if guard is not None and transport.mode is not RecordMode.NONE and extra_hosts:
+            guard.allow(extra_hosts)
+        self._opened.append(_Opened(transport, assert_all_played))
+        return transport
+
+    def _finish(self) -> None:
+        """Close every transport, note what was written, fail on what went wrong."""
+        problems: list[str] = []
+        for opened in self._opened:
+            transport = opened.transport
+            try:
+                transport.close()
+            except Exception as exc:
+                problems.append(f"closing {transport.path} failed: {type(exc).__name__}: {exc}")
+            if transport.appended:
+                self._state.note(
+                    _display(transport.path, self._state.rootpath),
+                    _display(self.folder, self._state.rootpath),
+                    transport.appended,
+                    transport.mode is RecordMode.ALL,
+                )
+        node = self._request.node
+        excinfo = node.stash.get(_CALL_EXCINFO, None)
+        seen = _exception_chain(excinfo.value) if excinfo is not None else set()
+        caught = [
+            exc for opened in self._opened for exc in opened.transport.raised if id(exc) not in seen
+        ]
+        if caught:
+            problems.append(_caught_message(caught, "sakura-http error"))
+        call_passed = node.stash.get(_CALL_EXCINFO, "unset") is None
+        for opened in self._opened:
+            if not (opened.assert_all_played and call_passed):
+                continue
+            unplayed = opened.transport.unplayed()
+            if unplayed:
+                lines = [
+                    f"{len(unplayed)} recorded exchange(s) of {opened.transport.path} were not "
+                    "played (assert_all_played=True):"
+                ]
+                lines += [f"  {e.method} {e.url} -> {_outcome(e)}" for e in unplayed]
+                lines.append(
+                    "  remove them from the cassette (or re-record it with `pytest "
+                    "--record-all`), or drop assert_all_played=True"
+                )
+                problems.append("\n".join(lines))
+        if problems:
+            pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def _outcome(exchange: Any) -> str:
+    status = getattr(exchange, "status", None)
+    if status is not None:
+        return str(status)
+    error = getattr(exchange, "error", None)
+    return f"error {getattr(error, 'type', '?')}"
+
+
+def _display(path: str | os.PathLike[str], root: Path) -> str:
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(root).as_posix()
+    except ValueError:
+        return str(absolute)
+
+
+def _exception_chain(exc: BaseException) -> set[int]:
+    """ids of `exc` and every exception it was raised from or during, groups included."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+        todo += list(getattr(current, "exceptions", ()))
+    return seen
+
+
+def _caught_message(errors: list[Any], what: str) -> str:
+    lines = [
+        f"the code under test caught {len(errors)} {what}(s); the test fails anyway, because "
+        "a caught error would hide a missing or unsafe exchange:"
+    ]
+    for error in errors:
+        text = str(error).replace("\n", "\n    ")
+        lines.append(f"  {type(error).__name__}: {text}")
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def sakura_fixtures(request: pytest.FixtureRequest) -> Path:
+    """The fixtures folder of this test (see `fixtures_folder`); it may not exist yet."""
+    return fixtures_folder(request.config, Path(str(request.path)))
+
+
+@pytest.fixture
+def sakura_recording(
+    request: pytest.FixtureRequest, sakura_fixtures: Path
+) -> Iterator[CassetteFactory]:
+    """A `CassetteFactory`: ``sakura_recording("billing.jsonl", ...) -> RecordingTransport``."""
+    factory = CassetteFactory(request, sakura_fixtures)
+    yield factory
+    factory._finish()
+
+
+@pytest.fixture
+def sakura_transport(
+    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
+) -> RecordingTransport:
+    """The transport of the test's ``cassette`` marker (default name without the marker)."""
+    marker = request.node.get_closest_marker("cassette")
+    args: tuple[Any, ...] = marker.args if marker is not None else ()
+    options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
+    if len(args) > 1:
+        raise TypeError(
+            f"@pytest.mark.cassette takes one cassette name, not {len(args)}: {args!r}; "
+            "use sakura_recording() for more cassettes in one test"
+        )
+    name = args[0] if args else options.pop("name", None)
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    return sakura_recording(name if name is not None else default_cassette_name(item), **options)
+
+
+@pytest.fixture(autouse=True)
+def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The network guard, for tests that use sakura-http (or all, with sakura_block_network)."""
+    state = _state(request.config)
+    item = request.node
+    uses_sakura = item.get_closest_marker("cassette") is not None or bool(
+        _SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    )
+    if not (uses_sakura or state.block_network):
+        yield
+        return
+    guard = NetworkGuard(
+        _guard_reason(state), allowed=state.record_hosts if state.recording else ()
+    )
+    item.stash[_GUARD] = guard
+    with guard.installed():
+        yield
+    excinfo = item.stash.get(_CALL_EXCINFO, None)
+    seen = _exception_chain(excinfo.value) if excinfo is not None else set()
+    caught = [error for error in guard.blocked if id(error) not in seen]
+    if caught:
+        pytest.fail(_caught_message(caught, "network refusal"), pytrace=False)
+
+
+def _guard_reason(state: _State) -> str:
+    if state.recording:
+        hosts = ", ".join(state.record_hosts)
+        return (
+            f"While recording, only loopback addresses and sakura_record_hosts ({hosts}) are "
+            "reachable; add the host to sakura_record_hosts if recording from it is intended."
+        )
+    why = "uses sakura-http" if not state.block_network else "runs with sakura_block_network"
+    return (
+        f"The test {why}, so only loopback addresses (127.0.0.1, ::1, localhost) are reachable. "
+        "Replay it from a cassette, record it with `pytest --record` (listing the host in "
+        "sakura_record_hosts), or use a server on 127.0.0.1."
+    )
+
+
+# --- outcome bookkeeping and the summary ---------------------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    if call.when == "call":
+        item.stash[_CALL_EXCINFO] = call.excinfo
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workeroutput") and _STATE in config.stash:
+        written = _state(config).written
+        config.workeroutput[_WORKER_OUTPUT_KEY] = [
+            [path, entry.folder, entry.appended, entry.rerecorded]
+            for path, entry in written.items()
+        ]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: gather what a worker recorded into the controller's summary."""
+    output = getattr(node, "workeroutput", None) or {}
+    config = node.config
+    if _STATE not in config.stash:
+        return
+    for path, folder, appended, rerecorded in output.get(_WORKER_OUTPUT_KEY, ()):
+        _state(config).note(str(path), str(folder), int(appended), bool(rerecorded))
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or _STATE not in config.stash:
+        return
+    state = _state(config)
+    if not state.written:
+        return
+    terminalreporter.write_sep("=", "sakura-http: cassettes recorded")
+    for path, entry in sorted(state.written.items()):
+        count = f"{entry.appended} exchange{'s' if entry.appended != 1 else ''}"
+        if entry.rerecorded:
+            terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
+        else:
+            terminalreporter.write_line(f"{path}: {count} appended")
+    folders = sorted({entry.folder for entry in state.written.values()})
+    where = " ".join(_common_folders(folders))
+    terminalreporter.write_line(
+        f"Review the changes before committing: git diff {where} "
+        f"(new cassettes: git status {where})"
+    )
+
+
+def _common_folders(folders: list[str]) -> list[str]:
+    """The shortest folders covering `folders`, e.g. tests/fixtures for its subfolders."""
+    kept: list[str] = []
+    for folder in sorted(folders, key=len):
+        if not any(folder == k or folder.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(folder)
+    return sorted(kept)

@@ -1,0 +1,376 @@
+"""The pytest plugin, through real pytest sessions run by `pytester`.
+
+Inner sessions talk only to servers on 127.0.0.1 started here, or to reserved names
+(``api.example.invalid``) that the network guard must refuse; the guard tests replace the real
+socket functions with sentinels first (see test_plugin_guard.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.servers import start_echo_server
+
+HEADER = '{"schema_version":"1.0","kind":"cassette"}\n'
+PING = (
+    '{"method":"GET","url":"http://api.example.invalid/ping","headers":[["accept","*/*"]],'
+    '"body":"","status":200,"response_headers":[["content-type","text/plain"]],'
+    '"response_body":"pong"}\n'
+)
+INI = """
+[pytest]
+filterwarnings = error
+sakura_record_hosts = 127.0.0.1
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the ini above, a ``tests/`` folder and one recorded exchange."""
+    pytester.makeini(INI)
+    fixtures = pytester.path / "tests" / "fixtures"
+    fixtures.mkdir(parents=True)
+    (fixtures / "billing.jsonl").write_text(HEADER + PING)
+    return pytester
+
+
+def write_test(pytester: pytest.Pytester, source: str, name: str = "test_app") -> Path:
+    path = pytester.path / "tests" / f"{name}.py"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+REPLAY = """
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_ping(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        assert client.get("http://api.example.invalid/ping").text == "pong"
+
+def test_factory(sakura_recording, sakura_fixtures):
+    transport = sakura_recording("billing.jsonl")
+    assert transport.path == str(sakura_fixtures / "billing.jsonl")
+    with httpx.Client(transport=transport) as client:
+        assert client.get("http://api.example.invalid/ping").status_code == 200
+"""
+
+
+def test_offline_replay_passes_and_leaves_fixtures_alone(project: pytest.Pytester) -> None:
+    write_test(project, REPLAY)
+    fixtures = project.path / "tests" / "fixtures"
+    before = snapshot(fixtures)
+    result = project.runpytest()
+    result.assert_outcomes(passed=2)
+    assert snapshot(fixtures) == before
+    result.stdout.no_fnmatch_line("*sakura-http: cassettes recorded*")
+
+
+def test_async_clients_replay(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import anyio
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_async(sakura_transport):
+    async def main():
+        async with httpx.AsyncClient(transport=sakura_transport) as client:
+            return (await client.get("http://api.example.invalid/ping")).text
+    assert anyio.run(main) == "pong"
+""",
+    )
+    project.runpytest().assert_outcomes(passed=1)
+
+
+def test_miss_fails_with_the_record_hint(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_new_request(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("http://api.example.invalid/refunds")
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*CassetteMiss: GET http://api.example.invalid/refunds is not in the cassette*",
+            "*to record it, run `pytest --record`*",
+        ]
+    )
+
+
+def test_a_caught_miss_fails_at_teardown(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+from sakura_http import CassetteError
+
+@pytest.mark.cassette("billing.jsonl")
+def test_sdk_swallows_errors(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        for _attempt in range(2):  # an SDK retrying, then giving up quietly
+            try:
+                client.get("http://api.example.invalid/refunds")
+            except CassetteError:
+                pass
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_sdk_swallows_errors*",
+            "*the code under test caught 2 sakura-http error(s)*",
+            "*CassetteMiss: GET http://api.example.invalid/refunds is not in the cassette*",
+            "*to record it, run `pytest --record`*",
+        ]
+    )
+
+
+def test_assert_all_played_lists_unplayed_exchanges(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import pytest
+
+@pytest.mark.cassette("billing.jsonl", assert_all_played=True)
+def test_nothing_sent(sakura_transport):
+    pass
+
+@pytest.mark.cassette("billing.jsonl")
+def test_not_asked(sakura_transport):
+    pass
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_nothing_sent*",
+            "*1 recorded exchange(s) of */billing.jsonl were not played (assert_all_played=True):",
+            "*  GET http://api.example.invalid/ping -> 200",
+        ]
+    )
+
+
+def test_record_appends_then_replays_offline(project: pytest.Pytester) -> None:
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+import pytest
+
+@pytest.mark.parametrize("item", ["a/b", "c"])
+def test_echo(sakura_transport, item):
+    with httpx.Client(transport=sakura_transport) as client:
+        response = client.post("{server.url}/items", json={{"item": item}})
+    assert response.json()["body"] == '{{"item":"' + item + '"}}'
+""",
+        )
+        recorded = project.runpytest("--record")
+        recorded.assert_outcomes(passed=2)
+        assert len(server.requests) == 2
+    recorded.stdout.fnmatch_lines(
+        [
+            "*= sakura-http: cassettes recorded =*",
+            "tests/fixtures/test_app/test_echo[[]a-b[]].jsonl: 1 exchange appended",
+            "tests/fixtures/test_app/test_echo[[]c[]].jsonl: 1 exchange appended",
+            "Review the changes before committing: git diff tests/fixtures*",
+        ]
+    )
+    cassette = project.path / "tests" / "fixtures" / "test_app" / "test_echo[a-b].jsonl"
+    lines = cassette.read_text().splitlines()
+    assert len(lines) == 2 and json.loads(lines[1])["url"].endswith("/items")
+
+    # The server is gone: the plain run replays.
+    replayed = project.runpytest()
+    replayed.assert_outcomes(passed=2)
+    replayed.stdout.no_fnmatch_line("*cassettes recorded*")
+
+
+def test_record_all_replaces_and_says_so(project: pytest.Pytester) -> None:
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_one(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("{server.url}/one")
+
+@pytest.mark.cassette("billing.jsonl")
+def test_two(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("{server.url}/two")
+""",
+        )
+        result = project.runpytest("--record-all")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["tests/fixtures/billing.jsonl: re-recorded, 2 exchanges (replaced the old file)"]
+    )
+    urls = [json.loads(line)["url"] for line in (project.path / "tests/fixtures/billing.jsonl")
+            .read_text().splitlines()[1:]]  # fmt: skip
+    assert urls == [f"{server.url}/one", f"{server.url}/two"]  # the old ping is gone
+
+
+def test_record_without_hosts_exits_75(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\n")
+    write_test(pytester, "def test_never_runs():\n    raise AssertionError\n")
+    result = pytester.runpytest_subprocess("--record")
+    assert result.ret == 75
+    result.stderr.fnmatch_lines(
+        ["*pytest --record records from the network*sakura_record_hosts is empty*"]
+    )
+    result.stdout.no_fnmatch_line("*test_never_runs*")
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["--record"], {}), (["--record-all"], {}), ([], {"SAKURA_HTTP_RECORD": "new_episodes"})],
+)
+def test_strict_mode_refuses_recording_before_any_test(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]
+) -> None:
+    monkeypatch.setenv("SAKURA_HTTP_STRICT", "1")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    write_test(project, "def test_never_runs():\n    raise AssertionError\n")
+    result = project.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*SAKURA_HTTP_STRICT=1 forbids recording*"])
+
+
+def test_record_and_record_all_together_are_refused(project: pytest.Pytester) -> None:
+    result = project.runpytest("--record", "--record-all")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*either --record or --record-all, not both*"])
+
+
+def test_names_escaping_the_fixtures_folder_are_refused(
+    project: pytest.Pytester, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside")
+    (project.path / "tests" / "fixtures" / "link").symlink_to(outside, target_is_directory=True)
+    write_test(
+        project,
+        f"""
+import pytest
+from sakura_http import ConfigurationError
+
+@pytest.mark.parametrize(
+    "name", ["../x.jsonl", "a/../../x.jsonl", {str(outside / "x.jsonl")!r}, "link/x.jsonl", ""]
+)
+def test_refused(sakura_recording, name):
+    with pytest.raises(ConfigurationError, match="escapes the fixtures folder"):
+        sakura_recording(name)
+
+def test_inside_is_fine(sakura_recording, sakura_fixtures):
+    transport = sakura_recording("payments/refund.jsonl")
+    assert transport.path == str(sakura_fixtures / "payments" / "refund.jsonl")
+""",
+    )
+    project.runpytest().assert_outcomes(passed=6)
+    assert list(outside.iterdir()) == []
+    assert not (project.path / "tests" / "fixtures" / "payments").exists()
+
+
+def test_default_names_and_fixtures_folder(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import pytest
+
+@pytest.mark.parametrize("model", ["gpt:4o/mini"])
+def test_param(sakura_transport, sakura_fixtures, model):
+    expected = sakura_fixtures / "test_app" / "test_param[gpt-4o-mini].jsonl"
+    assert sakura_transport.path == str(expected)
+
+class TestGroup:
+    @pytest.mark.cassette(assert_all_played=False)
+    def test_method(self, sakura_transport, sakura_fixtures):
+        assert sakura_transport.path.endswith("test_app/TestGroup.test_method.jsonl")
+""",
+    )
+    (project.path / "pkg").mkdir()
+    (project.path / "pkg" / "test_outside.py").write_text(
+        "def test_fallback(sakura_fixtures, pytestconfig):\n"
+        "    assert sakura_fixtures == pytestconfig.rootpath / 'tests' / 'fixtures'\n"
+    )
+    (project.path / "tests" / "unit").mkdir()
+    (project.path / "tests" / "unit" / "test_nested.py").write_text(
+        "def test_nearest(sakura_fixtures, pytestconfig):\n"
+        "    assert sakura_fixtures == pytestconfig.rootpath / 'tests' / 'fixtures'\n"
+    )
+    project.runpytest().assert_outcomes(passed=4)
+
+
+def test_fixtures_folder_from_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI + "sakura_fixtures = cassettes\n")
+    write_test(
+        pytester,
+        "def test_ini(sakura_fixtures, pytestconfig):\n"
+        "    assert sakura_fixtures == pytestconfig.rootpath / 'cassettes'\n",
+    )
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_secret_headers_from_ini_are_merged(project: pytest.Pytester) -> None:
+    project.makeini(INI + "sakura_secret_headers =\n    authorization\n")
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+
+def test_secrets(sakura_recording):
+    transport = sakura_recording("secret.jsonl", secret_headers=["X-Api-Key"])
+    headers = {{"authorization": "Bearer s3cret-one", "x-api-key": "s3cret-two"}}
+    with httpx.Client(transport=transport) as client:
+        assert client.get("{server.url}/me", headers=headers).status_code == 200
+""",
+        )
+        project.runpytest("--record").assert_outcomes(passed=1)
+    written = (project.path / "tests" / "fixtures" / "secret.jsonl").read_bytes()
+    assert b"s3cret" not in written
+    project.runpytest().assert_outcomes(passed=1)  # replays with the secrets left out
+
+
+def test_markers_and_options_are_documented(pytester: pytest.Pytester) -> None:
+    pytester.makeini(INI)
+    markers = pytester.runpytest("--markers")
+    markers.stdout.fnmatch_lines(
+        ["@pytest.mark.cassette(name=None, *, assert_all_played=False, **transport_options)*"]
+    )
+    help_ = pytester.runpytest("--help")
+    help_.stdout.fnmatch_lines(
+        ["sakura-http cassettes:", "*--record *", "*--record-all*", "*sakura_record_hosts*"]
+    )
