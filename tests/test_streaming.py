@@ -30,10 +30,13 @@ URL = "http://api.example.test/stream"
 PLAIN_HEADERS = [["accept", "*/*"]]
 SSE_HEADERS = [["accept", "text/event-stream"], ["cache-control", "no-store"]]
 
-# httpx's own async generators (Response.aiter_raw, BoundAsyncStream.__aiter__, httpx-sse's
-# aiter_sse) are left unexhausted when a caller stops reading early, and trio warns when it has
-# to finalize them.  sakura-http's streams are not generators; this filter spares only httpx's.
-IGNORE_HTTPX_ASYNCGEN = pytest.mark.filterwarnings("ignore:Async generator 'httpx:ResourceWarning")
+# httpx's and httpcore's own async generators (Response.aiter_raw, BoundAsyncStream.__aiter__,
+# PoolByteStream.__aiter__, httpx-sse's aiter_sse) are left unexhausted when a caller stops
+# reading early, and trio warns when it has to finalize them; it does against a live server too.
+# sakura-http's streams are not generators, and this filter spares only httpx's and httpcore's.
+IGNORE_HTTPX_ASYNCGEN = pytest.mark.filterwarnings(
+    "ignore:Async generator 'http(x|core):ResourceWarning"
+)
 
 
 def write_cassette(
