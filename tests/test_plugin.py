@@ -374,3 +374,39 @@ def test_markers_and_options_are_documented(pytester: pytest.Pytester) -> None:
     help_.stdout.fnmatch_lines(
         ["sakura-http cassettes:", "*--record *", "*--record-all*", "*sakura_record_hosts*"]
     )
+
+
+def test_xdist_workers_record_into_one_cassette(project: pytest.Pytester) -> None:
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+import pytest
+
+@pytest.mark.parametrize("n", range(12))
+@pytest.mark.cassette("shared.jsonl")
+def test_shared(sakura_transport, n):
+    with httpx.Client(transport=sakura_transport) as client:
+        assert client.get("{server.url}/item/" + str(n)).status_code == 200
+""",
+        )
+        result = project.runpytest_subprocess("-n", "2", "--record", "-p", "no:cacheprovider")
+        result.assert_outcomes(passed=12)
+    result.stdout.fnmatch_lines(
+        [
+            "*= sakura-http: cassettes recorded =*",
+            "tests/fixtures/shared.jsonl: 12 exchanges appended",
+            "Review the changes before committing: git diff tests/fixtures*",
+        ]
+    )
+    lines = (project.path / "tests" / "fixtures" / "shared.jsonl").read_text().splitlines()
+    assert lines[0] == HEADER.strip()
+    urls = sorted(json.loads(line)["url"] for line in lines[1:])
+    assert urls == sorted(f"{server.url}/item/{n}" for n in range(12))
+
+    replayed = project.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider")
+    replayed.assert_outcomes(passed=12)
+    refused = project.runpytest_subprocess("-n", "2", "--record-all", "-p", "no:cacheprovider")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*Run it in one process (`pytest --record-all -n 0`)*"])
