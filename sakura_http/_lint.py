@@ -106,11 +106,15 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         "a JSON Web Token",
         re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
     ),
+    # A token or credential made of letters only is almost surely a word ("Basic
+    # Authentication"), so these two ask for at least one digit or symbol.
     SecretShape(
-        "a bearer token", re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/-]{16,}=*)")
+        "a bearer token",
+        re.compile(r"(?i)\bbearer\s+(?P<secret>(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/-]{16,}=*)"),
     ),
     SecretShape(
-        "basic auth credentials", re.compile(r"(?i)\bbasic\s+(?P<secret>[A-Za-z0-9+/]{12,}={0,2})")
+        "basic auth credentials",
+        re.compile(r"(?i)\bbasic\s+(?P<secret>(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
     ),
 )
 

@@ -211,10 +211,31 @@ def test_an_error_message_is_scanned_too() -> None:
         "ghp_short",
         "AKIAFAKETEST0000000000000",  # too long for an access key id
         "the word bearer and the word basic in prose",
+        "Basic Authentication required",
+        "Bearer authenticationisrequired",
     ],
 )
 def test_ordinary_text_is_not_taken_for_a_secret(text: str) -> None:
     assert list(find_secrets(text)) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "shape", "secret"),
+    [
+        (
+            "Authorization: Bearer fake-test-token-000000",
+            "a bearer token",
+            "fake-test-token-000000",
+        ),
+        (
+            '{"auth": "Basic ZmFrZTp0ZXN0LXBhc3M="}',
+            "basic auth credentials",
+            "ZmFrZTp0ZXN0LXBhc3M=",
+        ),
+    ],
+)
+def test_bearer_and_basic_credentials(text: str, shape: str, secret: str) -> None:
+    assert [(s.name, v) for s, v in find_secrets(text)] == [(shape, secret)]
 
 
 def test_a_value_is_reported_once_by_the_first_shape_that_covers_it() -> None:
