@@ -8,6 +8,7 @@ socket functions with sentinels first (see test_plugin_guard.py).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -410,3 +411,20 @@ def test_shared(sakura_transport, n):
     refused = project.runpytest_subprocess("-n", "2", "--record-all", "-p", "no:cacheprovider")
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*Run it in one process (`pytest --record-all -n 0`)*"])
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "pytest.md"
+FILE_BLOCK = re.compile(r"^```\w+ file=(\S+)\n(.*?)^```", re.M | re.S)
+
+
+def test_the_complete_example_in_the_docs_runs_offline(pytester: pytest.Pytester) -> None:
+    blocks = FILE_BLOCK.findall(DOC.read_text())
+    assert {path for path, _ in blocks} >= {"pyproject.toml", "tests/conftest.py"}
+    for path, body in blocks:
+        target = pytester.path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(body)
+    fixtures = pytester.path / "tests" / "fixtures"
+    before = snapshot(fixtures)
+    pytester.runpytest("-W", "error").assert_outcomes(passed=2)
+    assert snapshot(fixtures) == before
