@@ -430,3 +430,20 @@ async def test_async_chunked_replay_of_16_mib_holds_no_copy_of_the_body(
             tracemalloc.stop()
     assert seen == BIG
     assert peak < BIG // 8
+
+
+# --- the hand-written exchange in docs/streaming.md --------------------------------------------
+
+
+def test_the_documented_hand_written_stream_replays(lib: ModuleType, tmp_path: Path) -> None:
+    doc = (Path(__file__).parent.parent / "docs" / "streaming.md").read_text(encoding="utf-8")
+    line = doc.split("```json\n", 1)[1].split("\n```", 1)[0]
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"schema_version":"1.0","kind":"cassette"}\n' + line + "\n", encoding="utf-8")
+    url = json.loads(line)["url"]
+    with lib.Client(transport=RecordingTransport(path)) as client:
+        with httpx_sse.connect_sse(client, "GET", url) as source:
+            events = [(event.event, event.data) for event in source.iter_sse()]
+        assert events == [("greeting", "café"), ("message", "second")]
+        with client.stream("GET", url, headers=dict(SSE_HEADERS)) as response:
+            assert [len(chunk) for chunk in response.iter_raw()] == json.loads(line)["chunks"]
