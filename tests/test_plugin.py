@@ -428,3 +428,25 @@ def test_the_complete_example_in_the_docs_runs_offline(pytester: pytest.Pytester
     before = snapshot(fixtures)
     pytester.runpytest("-W", "error").assert_outcomes(passed=2)
     assert snapshot(fixtures) == before
+
+
+def test_default_outer_records_for_async_clients(project: pytest.Pytester) -> None:
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import anyio
+import httpx
+import pytest
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_async(sakura_transport, backend):
+    async def main():
+        async with httpx.AsyncClient(transport=sakura_transport) as client:
+            return (await client.get("{server.url}/async")).json()["path"]
+    assert anyio.run(main, backend=backend) == "/async"
+""",
+        )
+        project.runpytest("--record").assert_outcomes(passed=2)
+        assert len(server.requests) == 2
+    project.runpytest().assert_outcomes(passed=2)
