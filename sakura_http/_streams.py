@@ -121,6 +121,10 @@ class TeeStream:
     (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
     called for a response that is never closed: httpx closes it when a `with client.stream(...)`
     block ends, or when a non-streaming request has read the body.
+
+    `on_error(exc)`, when given, sees each exception that made reading fail, before it reaches
+    the caller: the transport notes its own errors (an over-size body) even if the code under
+    test swallows them.
     """
 
     def __init__(
@@ -129,30 +133,37 @@ class TeeStream:
         recorder: ResponseRecorder,
         commit: Callable[[Exchange], None],
         close_outer: Callable[[], Any],
+        on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._stream = stream
         self._recorder = recorder
         self._commit = commit
         self._close_outer = close_outer
+        self._on_error = on_error
         self._ended = False
         self._failed = False
         self._closed = False
 
     # Steps shared by the sync and async loops; a failure in any of them rules out the commit.
 
+    def _fail(self, exc: BaseException) -> None:
+        self._failed = True
+        if self._on_error is not None:
+            self._on_error(exc)
+
     def _fed(self, raw: bytes) -> bytes:
         try:
             return self._recorder.feed(raw)
-        except BaseException:
-            self._failed = True
+        except BaseException as exc:
+            self._fail(exc)
             raise
 
     def _tail(self) -> bytes:
         self._ended = True
         try:
             return self._recorder.finish_decoding()
-        except BaseException:
-            self._failed = True
+        except BaseException as exc:
+            self._fail(exc)
             raise
 
     def __iter__(self) -> Iterator[bytes]:
@@ -162,8 +173,8 @@ class TeeStream:
                 raw = next(chunks)
             except StopIteration:
                 break
-            except BaseException:
-                self._failed = True
+            except BaseException as exc:
+                self._fail(exc)
                 raise
             data = self._fed(raw)
             if data:
@@ -227,7 +238,7 @@ class _AsyncTee:
                 break
             except BaseException as exc:
                 if not isinstance(exc, anyio.get_cancelled_exc_class()):
-                    tee._failed = True
+                    tee._fail(exc)
                 raise
             data = tee._fed(raw)
             if data:

@@ -359,3 +359,23 @@ def test_sse_example_from_the_docs_runs() -> None:
     lines = result.stdout.splitlines()
     assert lines[0].startswith("recorded 3 events into ")
     assert "replayed offline: 3 events, identical" in lines
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="_transport.RecordingTransport._tee does not pass on_error= to the TeeStream yet",
+)
+def test_stream_through_over_limit_is_noted_even_if_swallowed(
+    server: StreamServer, tmp_path: Path
+) -> None:
+    import httpx
+
+    path = tmp_path / "big.jsonl"
+    transport = recorder(httpx, path, is_async=False, max_body_bytes=1000, stream_through=True)
+    with httpx.Client(transport=transport) as client:
+        try:
+            with client.stream("GET", f"{server.url}/bytes?size=1500&chunk=600") as response:
+                response.read()
+        except Exception:  # code under test that swallows every error
+            pass
+    assert [type(exc) for exc in transport.raised] == [BodyTooLargeError]
