@@ -101,11 +101,17 @@ class CredentialHeaderError(UnsafeExchangeError):
     Raised before anything is sent or replayed; `header` is the lower-cased header name.
     """
 
-    def __init__(self, header: str) -> None:
+    def __init__(self, header: str, value: str = "") -> None:
         self.header = header
+        why = ""
+        if header == "cookie" and "<redacted>" in value:
+            why = (
+                " (this cookie comes from a recorded `set-cookie: <redacted>` that the client's "
+                "cookie jar sent back)"
+            )
         super().__init__(
             f"header {header} belongs in secret_headers; not recorded. "
-            f"Declare it so its value is forwarded but never written or matched: "
+            f"Declare it so its value is forwarded but never written or matched{why}: "
             f'RecordingTransport(..., secret_headers=["{header}"])'
         )
 

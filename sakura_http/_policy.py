@@ -47,9 +47,9 @@ _MIN_ECHO_LENGTH = 4
 
 def refuse_credentials(headers: Iterable[tuple[str, str]], secret_headers: frozenset[str]) -> None:
     """Raise `CredentialHeaderError` for the first credential header not declared secret."""
-    for name, _ in headers:
+    for name, value in headers:
         if name in CREDENTIAL_HEADERS and name not in secret_headers:
-            raise CredentialHeaderError(name)
+            raise CredentialHeaderError(name, value)
 
 
 def drop_secret_headers(headers: Headers, secret_headers: frozenset[str]) -> Headers:

@@ -494,6 +494,20 @@ def test_set_cookie_is_stored_and_replayed_redacted(drive: Driver, tmp_path: Pat
     assert b"abc123" not in path.read_bytes()
 
 
+def test_a_cookie_jar_echoing_a_redacted_cookie_is_explained(lib: Any, tmp_path: Path) -> None:
+    # The client's cookie jar (sync and async alike) sends the replayed `<redacted>` back.
+    path = tmp_path / "c.jsonl"
+    outer = lib.MockTransport(lambda r: lib.Response(200, headers={"set-cookie": "session=abc1"}))
+    client = lib.Client(transport=RecordingTransport(path, outer=outer, mode="new_episodes"))
+    client.get(URL)
+    with pytest.raises(CredentialHeaderError, match="cookie jar sent back"):
+        client.get(URL + "/next")
+    declared = RecordingTransport(path, outer=outer, mode="new_episodes", secret_headers=["cookie"])
+    client = lib.Client(transport=declared)
+    client.get(URL)
+    assert client.get(URL + "/next").status_code == 200
+
+
 def test_response_body_over_the_limit_is_refused(drive: Driver, tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     script = Script(drive, (200, {"content": b"x" * (16 * 1024 * 1024 + 1)}))
