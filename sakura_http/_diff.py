@@ -176,11 +176,9 @@ def _body_change(
     if normalized_body(old_headers, old) == normalized_body(new_headers, new):
         lines: list[str] = ["same JSON value: only key order or whitespace differs"]
     elif _is_text(old) and _is_text(new):
-        # body_diff labels its sides "recorded" (---) and "request" (+++); here they are the
-        # old and the new cassette.
-        lines = body_diff(new_headers, new, old_headers, old, lines=_BODY_DIFF_LINES)
-        if lines[:2] == ["--- recorded", "+++ request"]:
-            lines[:2] = ["--- old", "+++ new"]
+        lines = body_diff(
+            new_headers, new, old_headers, old, lines=_BODY_DIFF_LINES, labels=("old", "new")
+        )
     else:
         lines = [f"binary body: {len(old):,} -> {len(new):,} bytes"]
     return Change(field_name, len(old), len(new), diff=tuple(lines))

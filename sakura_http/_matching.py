@@ -183,15 +183,20 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
 
 
 def body_diff(
-    request_headers: Headers, request_body: bytes, headers: Headers, body: bytes, lines: int = 12
+    request_headers: Headers,
+    request_body: bytes,
+    headers: Headers,
+    body: bytes,
+    lines: int = 12,
+    labels: tuple[str, str] = ("recorded", "request"),
 ) -> list[str]:
-    """A short unified diff, recorded (---) against the request (+++)."""
+    """A short unified diff of two bodies (JSON pretty-printed), recorded (---) against the
+    request (+++) unless `labels` names the sides otherwise; cut to `lines` lines."""
     diff = list(
         difflib.unified_diff(
             _pretty(headers, body),
             _pretty(request_headers, request_body),
-            "recorded",
-            "request",
+            *labels,
             n=1,
             lineterm="",
         )
