@@ -8,6 +8,7 @@ from ._exceptions import (
     CassetteMiss,
     ConfigurationError,
     CredentialHeaderError,
+    NetworkBlocked,
     RecordingForbidden,
     UnsafeExchangeError,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "CassetteMiss",
     "ConfigurationError",
     "CredentialHeaderError",
+    "NetworkBlocked",
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",

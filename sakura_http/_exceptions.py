@@ -6,6 +6,8 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     ├── CassetteFormatError       the cassette file is bad           (.path, .line)
     ├── CassetteMiss              the code under test sent a request the cassette lacks
     │                                                         (.method, .url, .path, .nearest)
+    ├── NetworkBlocked            a test that runs offline tried to reach the network
+    │                             (also an OSError)                  (.host, .port)
     ├── ConfigurationError        an argument or environment variable is invalid
     │   └── RecordingForbidden    the configuration forbids recording this request (.host)
     └── UnsafeExchangeError       recording would put something unsafe on disk
@@ -28,6 +30,7 @@ __all__ = [
     "CassetteMiss",
     "ConfigurationError",
     "CredentialHeaderError",
+    "NetworkBlocked",
     "RecordingForbidden",
     "UnsafeExchangeError",
 ]
@@ -72,6 +75,22 @@ class CassetteMiss(CassetteError):
         self.url = url
         self.path = path
         self.nearest = tuple(nearest)
+        super().__init__(message)
+
+
+class NetworkBlocked(CassetteError, OSError):
+    """A test that runs offline tried to resolve a name or connect to a non-loopback address.
+
+    It is an `OSError`, so networking code sees an ordinary connection failure (httpx reports it
+    as an `httpx.ConnectError` carrying this message), and a `CassetteError`, so
+    ``except CassetteError`` catches every sakura-http refusal.  The pytest plugin fails the
+    test at teardown even if the code under test swallowed it.  `host` and `port` say what was
+    refused (`port` is None when unknown).
+    """
+
+    def __init__(self, message: str, *, host: str, port: int | None) -> None:
+        self.host = host
+        self.port = port
         super().__init__(message)
 
 

@@ -24,27 +24,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._exceptions import CassetteError
+from ._exceptions import NetworkBlocked
 
 __all__ = ["NetworkBlocked", "NetworkGuard", "is_loopback"]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-
-
-class NetworkBlocked(CassetteError, OSError):
-    """A test that runs offline tried to resolve a name or connect to a non-loopback address.
-
-    It is an `OSError`, so networking code sees an ordinary connection failure (httpx reports it
-    as an `httpx.ConnectError` carrying this message), and a `CassetteError`, so
-    ``except CassetteError`` catches every sakura-http refusal.  The pytest plugin fails the
-    test at teardown even if the code under test swallowed it.  `host` and `port` say what was
-    refused (`port` is None when unknown).
-    """
-
-    def __init__(self, message: str, *, host: str, port: int | None) -> None:
-        self.host = host
-        self.port = port
-        super().__init__(message)
 
 
 def is_loopback(host: str) -> bool:

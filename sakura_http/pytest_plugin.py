@@ -28,8 +28,8 @@ from typing import Any
 import pytest
 
 from ._core import ENV_RECORD, RecordMode, resolve_mode
-from ._exceptions import CassetteError, ConfigurationError
-from ._guard import NetworkBlocked, NetworkGuard
+from ._exceptions import CassetteError, ConfigurationError, NetworkBlocked
+from ._guard import NetworkGuard
 from ._libraries import library_of
 from ._transport import RecordingTransport
 
