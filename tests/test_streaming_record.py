@@ -379,3 +379,63 @@ def test_stream_through_over_limit_is_noted_even_if_swallowed(
         except Exception:  # code under test that swallows every error
             pass
     assert [type(exc) for exc in transport.raised] == [BodyTooLargeError]
+
+
+# --- a stream that breaks mid-way --------------------------------------------------------------
+
+
+def broken_outer(lib: ModuleType) -> Any:
+    """An outer transport whose response sends one chunk, then fails as a dropped connection."""
+
+    class Broken(lib.SyncByteStream, lib.AsyncByteStream):
+        def __init__(self, request: Any) -> None:
+            self.request = request
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield sse_event(1)
+            raise lib.ReadError("connection dropped", request=self.request)
+
+        async def __aiter__(self) -> Any:
+            yield sse_event(1)
+            raise lib.ReadError("connection dropped", request=self.request)
+
+    def handler(request: Any) -> Any:
+        headers = {"content-type": "text/event-stream"}
+        return lib.Response(200, headers=headers, stream=Broken(request))
+
+    return lib.MockTransport(handler)
+
+
+@pytest.mark.parametrize("stream_through", [False, True])
+def test_sync_stream_broken_mid_way_appends_nothing(
+    lib: ModuleType, tmp_path: Path, stream_through: bool
+) -> None:
+    path = tmp_path / "broken.jsonl"
+    transport = RecordingTransport(
+        path, outer=broken_outer(lib), mode="new_episodes", stream_through=stream_through
+    )
+    with (
+        lib.Client(transport=transport) as client,
+        pytest.raises(lib.ReadError, match="connection dropped"),
+        client.stream("GET", "http://api.example.test/events") as response,
+    ):
+        for _ in response.iter_raw():
+            pass
+    assert not path.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream_through", [False, True])
+async def test_async_stream_broken_mid_way_appends_nothing(
+    lib: ModuleType, tmp_path: Path, stream_through: bool
+) -> None:
+    path = tmp_path / "broken.jsonl"
+    transport = RecordingTransport(
+        path, outer=broken_outer(lib), mode="new_episodes", stream_through=stream_through
+    )
+    async with lib.AsyncClient(transport=transport) as client:
+        with pytest.raises(lib.ReadError, match="connection dropped"):
+            async with client.stream("GET", "http://api.example.test/events") as response:
+                async for _ in response.aiter_raw():
+                    pass
+    assert not path.exists()
