@@ -26,6 +26,9 @@ from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The headers httpx-sse adds, for reading a recorded SSE stream with plain `client.stream()`.
+SSE_HEADERS = {"accept": "text/event-stream", "cache-control": "no-store"}
+
 
 @pytest.fixture
 def server() -> Iterator[StreamServer]:
@@ -106,9 +109,6 @@ async def test_async_sse_recorded_then_replayed_offline(lib: ModuleType, tmp_pat
             assert event_tuples([event async for event in source.aiter_sse()]) == live
         async with client.stream("GET", url, headers=SSE_HEADERS) as response:
             assert [len(raw) async for raw in response.aiter_raw()] == chunks
-
-
-SSE_HEADERS = {"accept": "text/event-stream", "cache-control": "no-store"}
 
 
 # --- a download and a line protocol ------------------------------------------------------------
