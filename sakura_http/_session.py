@@ -330,6 +330,13 @@ class ResponseRecorder:
         self._keep(tail)
         return tail
 
+    def _stored_headers(self, body_size: int, truncated: bool) -> Headers:
+        assert self._decoder is not None
+        headers = self._decoder.headers(body_size)
+        if truncated:  # the stored body ends early: a content-length would no longer be true
+            headers = tuple((n, v) for n, v in headers if n != "content-length")
+        return headers
+
     def finish(self, truncated: bool = False) -> Exchange:
         """The exchange to commit; `truncated` when the caller stopped before the end."""
         assert self._decoder is not None, "start() first"
@@ -356,7 +363,7 @@ class ResponseRecorder:
             headers=drop_secret_headers(request.headers, session.secret_headers),
             body=request.body,
             status=self._status,
-            response_headers=redactor.response_headers(self._decoder.headers(len(body))),
+            response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,

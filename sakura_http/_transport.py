@@ -146,6 +146,12 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             self.raised.append(exc)
             raise
 
+    def _note_error(self, exc: BaseException) -> None:
+        """Note a `CassetteError` raised while a `stream_through` response is read (after
+        `handle_request` returned, so `_reporting` cannot see it)."""
+        if isinstance(exc, CassetteError):
+            self.raised.append(exc)
+
     def _passthrough(self, library: HttpLibrary, request: Any) -> bool:
         return self._session.is_passthrough(*library.host_port(request))
 
@@ -184,7 +190,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         commit: Callable[[Exchange], None],
         close: Callable[[], Any],
     ) -> Any:
-        stream = library.tee_stream(response.stream, recorder, commit, close)
+        stream = library.tee_stream(response.stream, recorder, commit, close, self._note_error)
         return library.module.Response(
             response.status_code,
             headers=list(recorder.live_headers()),

@@ -361,10 +361,6 @@ def test_sse_example_from_the_docs_runs() -> None:
     assert "replayed offline: 3 events, identical" in lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_transport.RecordingTransport._tee does not pass on_error= to the TeeStream yet",
-)
 def test_stream_through_over_limit_is_noted_even_if_swallowed(
     server: StreamServer, tmp_path: Path
 ) -> None:
