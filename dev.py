@@ -21,6 +21,9 @@ VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".sakura-installed"
+# cassetter and pytest-recording both register --record-mode, so they cannot share .venv; the
+# plugin's side-by-side test loads cassetter from this folder instead.
+CASSETTER_SITE = VENV / "sidecar-cassetter"
 
 
 def run(*args: str | os.PathLike[str]) -> None:
@@ -41,6 +44,8 @@ def setup() -> None:
         venv.create(VENV, with_pip=True)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
+        CASSETTER_SITE, "cassetter==0.16.1")  # fmt: skip
     STAMP.write_text(wanted)
 
 
@@ -55,6 +60,7 @@ def main(argv: list[str]) -> None:
     run(PYTHON, "-m", "ruff", "check", "sakura_http", "tests", "examples", "dev.py")
     run(PYTHON, "-m", "ruff", "format", "--check", "sakura_http", "tests", "examples", "dev.py")
     run(PYTHON, "-m", "mypy")
+    os.environ["SAKURA_HTTP_CASSETTER_SITE"] = str(CASSETTER_SITE)
     run(PYTHON, "-m", "pytest", "-n", "2", "-p", "no:cacheprovider", *argv[1:])
 
 
