@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, overload
 
 import anyio
@@ -62,6 +62,9 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     * ``record_timings`` / ``replay_latency``: record chunk arrival offsets, and replay them
       scaled by a factor (0, the default, replays as fast as possible).
     * ``replay_chunk_size``: chunk size for exchanges recorded without chunk boundaries.
+    * ``environ``: where ``SAKURA_HTTP_RECORD`` and ``SAKURA_HTTP_STRICT`` are read; None (the
+      default) reads `os.environ`.  The pytest plugin resolves them once per session and passes
+      an empty mapping.
 
     After `close()` / `aclose()` (which close ``outer`` and, in mode "all", replace the
     cassette) a request raises `RuntimeError`.
@@ -84,6 +87,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         record_timings: bool = False,
         replay_latency: float = 0.0,
         replay_chunk_size: int = DEFAULT_CHUNK_SIZE,
+        environ: Mapping[str, str] | None = None,
     ) -> None:
         if replay_chunk_size < 1:
             raise ValueError(f"replay_chunk_size must be at least 1, not {replay_chunk_size}")
@@ -101,6 +105,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             allow_repeats=allow_repeats,
             record_errors=record_errors,
             record_timings=record_timings,
+            environ=environ,
         )
         self._outer = outer
         self._stream_through = stream_through

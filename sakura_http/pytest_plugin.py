@@ -352,7 +352,10 @@ class CassetteFactory:
         state = self._state
         path = resolve_cassette_path(self.folder, name)
         key = os.path.realpath(path)
-        mode = state.requested
+        # The session resolved SAKURA_HTTP_RECORD (and SAKURA_HTTP_STRICT) once; the transport
+        # gets that mode and an empty environment, so a cassette shared by several tests is
+        # re-recorded once per run under SAKURA_HTTP_RECORD=all too, not once per test.
+        mode = state.effective
         if mode is RecordMode.ALL and key in state.rerecorded_paths:
             mode = RecordMode.NEW_EPISODES  # an earlier test re-recorded it in this run: add
         hosts = list(state.record_hosts)
@@ -366,6 +369,7 @@ class CassetteFactory:
             mode=mode,
             secret_headers=secrets,
             record_hosts=hosts,
+            environ={},
             **transport_options,
         )
         if transport.mode is RecordMode.ALL:

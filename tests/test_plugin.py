@@ -214,7 +214,14 @@ def test_echo(sakura_transport, item):
     replayed.stdout.no_fnmatch_line("*cassettes recorded*")
 
 
-def test_record_all_replaces_and_says_so(project: pytest.Pytester) -> None:
+@pytest.mark.parametrize(
+    ("args", "env"), [(["--record-all"], None), ([], "all")], ids=["option", "environment"]
+)
+def test_record_all_replaces_and_says_so(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: list[str], env: str | None
+) -> None:
+    if env:
+        monkeypatch.setenv("SAKURA_HTTP_RECORD", env)
     with start_echo_server() as server:
         write_test(
             project,
@@ -233,7 +240,7 @@ def test_two(sakura_transport):
         client.get("{server.url}/two")
 """,
         )
-        result = project.runpytest("--record-all")
+        result = project.runpytest(*args)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
         ["tests/fixtures/billing.jsonl: re-recorded, 2 exchanges (replaced the old file)"]
