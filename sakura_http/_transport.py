@@ -186,16 +186,27 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     def _replay(self, library: HttpLibrary, exchange: Exchange, request: Any) -> Any:
         return library.replay(exchange, request, self._chunk_size, self._latency)
 
-    def _tee(
+    def _answered(
         self,
         library: HttpLibrary,
         recorder: ResponseRecorder,
+        plan: Plan,
         response: Any,
         request: Any,
-        commit: Callable[[Exchange], None],
         close: Callable[[], Any],
     ) -> Any:
-        stream = library.tee_stream(response.stream, recorder, commit, close, self._note_error)
+        """The outer transport answered: start recording.  With `stream_through`, return the
+        response that tees the live stream to the caller; otherwise None (read it all first)."""
+        recorder.start(response.status_code, response.headers.multi_items())
+        if not self._stream_through:
+            return None
+        stream = library.tee_stream(
+            response.stream,
+            recorder,
+            lambda exchange: self._session.commit(plan, exchange),
+            close,
+            self._note_error,
+        )
         return library.module.Response(
             response.status_code,
             headers=list(recorder.live_headers()),
@@ -229,13 +240,9 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 if fault is not None:
                     self._session.commit(plan, fault)
                 raise
-            recorder.start(response.status_code, response.headers.multi_items())
-            if self._stream_through:
-                return self._tee(
-                    library, recorder, response, request,
-                    commit=lambda exchange: self._session.commit(plan, exchange),
-                    close=response.close,
-                )  # fmt: skip
+            teed = self._answered(library, recorder, plan, response, request, response.close)
+            if teed is not None:
+                return teed
             try:
                 for raw in response.stream:
                     recorder.feed(raw)
@@ -281,13 +288,9 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 if fault is not None:
                     await anyio.to_thread.run_sync(self._session.commit, plan, fault)
                 raise
-            recorder.start(response.status_code, response.headers.multi_items())
-            if self._stream_through:
-                return self._tee(
-                    library, recorder, response, request,
-                    commit=lambda exchange: self._session.commit(plan, exchange),
-                    close=response.aclose,
-                )  # fmt: skip
+            teed = self._answered(library, recorder, plan, response, request, response.aclose)
+            if teed is not None:
+                return teed
             chunks = response.stream.__aiter__()
             try:
                 async for raw in chunks:
