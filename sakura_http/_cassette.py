@@ -136,15 +136,15 @@ class AtomicRecording:
         self._fd: int | None = fd
         self.count = 0
 
-    def append(self, data: bytes, count: int = 1) -> None:
-        """Append complete lines to the fresh cassette."""
+    def append(self, data: bytes) -> None:
+        """Append one complete exchange line to the fresh cassette."""
         if self._fd is None:
             raise RuntimeError(f"the re-recording of {self.path} is already closed")
         if os.fstat(self._fd).st_size == 0:
             data = encode_header(self._header) + data
         os.lseek(self._fd, 0, os.SEEK_END)
         _write_all(self._fd, data)
-        self.count += count
+        self.count += 1
 
     def commit(self) -> None:
         """Move the fresh cassette over the old one (if anything was recorded) and unlock."""

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ._exceptions import NetworkBlocked
+from ._hosts import split_host_entry
 
 __all__ = ["NetworkBlocked", "NetworkGuard", "is_loopback"]
 
@@ -43,17 +44,6 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
-
-
-def _split_entry(entry: str) -> tuple[str, int | None]:
-    entry = entry.strip().lower()
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
-    host, sep, port = entry.rpartition(":")
-    if sep and port.isdigit() and ":" not in host:
-        return host, int(port)
-    return entry, None
 
 
 def _port_of(value: Any) -> int | None:
@@ -87,7 +77,7 @@ class NetworkGuard:
         """Let "host" or "host:port" entries through as well."""
         with self._lock:
             for entry in entries:
-                host, port = _split_entry(entry)
+                host, port = split_host_entry(entry)
                 if port is None:
                     self._hosts.add(host)
                 else:

@@ -14,6 +14,7 @@ These rules run in one place, before anything can reach the cassette file or the
 
 from __future__ import annotations
 
+import importlib
 import zlib
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
@@ -200,13 +201,12 @@ class _OverLimit(Exception):
 
 def _optional_decoder(module_name: str, build: Callable[[Any], _Decoder]) -> _Decoder | None:
     try:
-        module = __import__(module_name)
+        module = importlib.import_module(module_name)
     except ImportError:
         return None
-    decoder = build(module)
     if module_name == "brotli" and not hasattr(module.Decompressor, "can_accept_more_data"):
         return None  # brotli < 1.2 cannot bound its output; store such bodies raw instead
-    return decoder
+    return build(module)
 
 
 def _decoder_for(encoding: str) -> _Decoder | None:

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from ._cassette import AtomicRecording, append_lines, load_cassette
 from ._core import Action, Lookup, RecordMode, decide, resolve_mode
 from ._exceptions import CassetteFormatError, CassetteMiss, RecordingForbidden
 from ._format import Exchange, FaultInfo, Headers, encode_exchange
+from ._hosts import HostList
 from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
     BodyDecoder,
@@ -29,39 +30,9 @@ from ._policy import (
     refuse_credentials,
 )
 
-__all__ = ["CassetteSession", "HostList", "Plan", "ResponseRecorder"]
+__all__ = ["CassetteSession", "Plan", "ResponseRecorder"]
 
 RECORD_HINT = "pytest --record"
-
-
-class HostList:
-    """A list of "host" or "host:port" entries ("[::1]:8000" for IPv6), case-insensitive."""
-
-    def __init__(self, entries: Iterable[str]) -> None:
-        self.entries = tuple(entries)
-        self._any_port: set[str] = set()
-        self._with_port: set[tuple[str, int]] = set()
-        for entry in self.entries:
-            host, port = _split_host(entry.strip().lower())
-            if port is None:
-                self._any_port.add(host)
-            else:
-                self._with_port.add((host, port))
-
-    def __contains__(self, host_port: tuple[str, int | None]) -> bool:
-        host, port = host_port
-        host = host.lower()
-        return host in self._any_port or (port is not None and (host, port) in self._with_port)
-
-
-def _split_host(entry: str) -> tuple[str, int | None]:
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") else None
-    host, sep, port = entry.rpartition(":")
-    if sep and port.isdigit() and ":" not in host:
-        return host, int(port)
-    return entry, None
 
 
 @dataclass(slots=True)
@@ -123,9 +94,7 @@ class CassetteSession:
             if self.mode is not RecordMode.ALL:
                 raise
             header, recorded = {}, []  # re-recording replaces the unreadable file
-        self._header: dict[str, Any] = {
-            k: v for k, v in header.items() if k not in ("schema_version", "kind")
-        }
+        self._header: dict[str, Any] = header  # encode_header() keeps only its extra keys
         self.exchanges: list[Exchange] = [] if self.mode is RecordMode.ALL else recorded
         self._index: dict[MatchKey, _Slot] = {}
         for exchange in self.exchanges:
@@ -194,14 +163,13 @@ class CassetteSession:
     def _miss(self, request: RequestData, slot: _Slot | None) -> CassetteMiss:
         head = f"{request.method} {request.url} is not in the cassette {self.path}"
         lines = [head]
+        nearest: list[str] = []
         if slot is not None:
             lines.append(
                 f"  all {len(slot.exchanges)} recorded exchange(s) matching it were already "
                 "played in this run, and allow_repeats=False"
             )
-            nearest: list[str] = []
         else:
-            nearest = []
             for index, exchange, diffs in explain_miss(request, self.exchanges, self.rules):
                 text = f"#{index + 1} {exchange.method} {exchange.url}"
                 nearest.append("\n      ".join([text, *diffs]))
@@ -290,6 +258,7 @@ class ResponseRecorder:
     def __init__(self, session: CassetteSession, request: RequestData) -> None:
         self._session = session
         self._request = request
+        self._redactor = Redactor(request.headers, session.secret_headers)
         self._started = time.monotonic()
         self._status = 0
         self._headers: Headers = ()
@@ -306,8 +275,7 @@ class ResponseRecorder:
     def live_headers(self) -> Headers:
         """Headers for a response delivered while its body still streams (`stream_through`)."""
         assert self._decoder is not None, "start() first"
-        redactor = Redactor(self._request.headers, self._session.secret_headers)
-        return redactor.response_headers(self._decoder.headers(None))
+        return self._redactor.response_headers(self._decoder.headers(None))
 
     def feed(self, raw: bytes) -> bytes:
         assert self._decoder is not None, "start() first"
@@ -344,20 +312,19 @@ class ResponseRecorder:
         if not truncated:
             self.finish_decoding()
         if self._decoder.raw_fallback:
-            # Undecodable content: store what arrived as it arrived, encoding header kept.
+            # Undecodable content: store what arrived as it arrived, encoding header kept (the
+            # raw chunks' arrival times were not kept).
             self._chunks = [c for c in self._decoder.raw_chunks if c]
-            self._timings = self._timings[: len(self._chunks)]
-            self._timings += [self._timings[-1] if self._timings else 0.0] * (
-                len(self._chunks) - len(self._timings)
-            )
-        redactor = Redactor(request.headers, session.secret_headers)
+            self._timings = []
+        redactor = self._redactor
         body = b"".join(self._chunks)
         chunks = tuple(len(c) for c in self._chunks)
         if redactor:
             redacted = redactor.body(body)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
-        exchange = Exchange(
+        timed = session.record_timings and len(chunks) > 1 and len(self._timings) == len(chunks)
+        return Exchange(
             method=request.method,
             url=request.url,
             headers=drop_secret_headers(request.headers, session.secret_headers),
@@ -367,8 +334,5 @@ class ResponseRecorder:
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,
-            timings_ms=tuple(self._timings) if session.record_timings and len(chunks) > 1 else None,
+            timings_ms=tuple(self._timings) if timed else None,
         )
-        if exchange.timings_ms is not None and len(exchange.timings_ms) != len(chunks):
-            exchange = replace(exchange, timings_ms=None)
-        return exchange

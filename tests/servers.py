@@ -54,11 +54,28 @@ class _EchoHandler(BaseHTTPRequestHandler):
 
 
 class _QuietServer(ThreadingHTTPServer):
-    """A client that hangs up mid-request (a test closing early) is normal here, not news."""
+    """A test server: `stop()` ends it; a client hanging up mid-request is normal, not news."""
 
     def handle_error(self, request: object, client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
             super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+@contextlib.contextmanager
+def _serving(server: _QuietServer) -> Iterator[None]:
+    """Run `server` in a thread for the block, then stop it and join the thread."""
+    # A short poll interval: shutdown() waits up to one interval for the serving loop.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        server.stop()
+        thread.join()
 
 
 class _EchoHTTPServer(_QuietServer):
@@ -71,15 +88,8 @@ def start_echo_server() -> Iterator[LocalServer]:
     """Serve the echo handler on 127.0.0.1 (a free port) until the block ends."""
     server = _EchoHTTPServer(("127.0.0.1", 0), _EchoHandler)
     server.state = LocalServer(url=f"http://127.0.0.1:{server.server_address[1]}")
-    # A short poll interval: shutdown() waits up to one interval for the serving loop.
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with _serving(server):
         yield server.state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 # --- streaming ---------------------------------------------------------------------------------
@@ -205,11 +215,5 @@ def start_stream_server() -> Iterator[StreamServer]:
     """
     server = _StreamHTTPServer()
     server.state = StreamServer(url=f"http://127.0.0.1:{server.server_address[1]}")
-    # A short poll interval: shutdown() waits up to one interval for the serving loop.
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with _serving(server):
         yield server.state
-    finally:
-        server.stop()
-        thread.join()
