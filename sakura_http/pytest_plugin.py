@@ -29,6 +29,7 @@ import pytest
 
 from ._core import ENV_RECORD, RecordMode, resolve_mode
 from ._exceptions import CassetteError, ConfigurationError, NetworkBlocked
+from ._format import Exchange
 from ._guard import NetworkGuard
 from ._libraries import library_of
 from ._transport import RecordingTransport
@@ -424,12 +425,8 @@ class CassetteFactory:
             pytest.fail("\n\n".join(problems), pytrace=False)
 
 
-def _outcome(exchange: Any) -> str:
-    status = getattr(exchange, "status", None)
-    if status is not None:
-        return str(status)
-    error = getattr(exchange, "error", None)
-    return f"error {getattr(error, 'type', '?')}"
+def _outcome(exchange: Exchange) -> str:
+    return f"error {exchange.error.type}" if exchange.error is not None else str(exchange.status)
 
 
 def _display(path: str | os.PathLike[str], root: Path) -> str:
