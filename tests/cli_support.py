@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sakura_http._cli import main
 from sakura_http._format import Exchange, FaultInfo, encode_exchange, encode_header
+from sakura_http.cli import main
 
 JSON = (("content-type", "application/json"),)
 

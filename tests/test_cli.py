@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sakura_http._cli import main
 from sakura_http._format import Exchange, encode_header
+from sakura_http.cli import main
 from tests.cli_support import (
     assert_one_line_error,
     cassette_bytes,

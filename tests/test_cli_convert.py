@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sakura_http._cassette import load_cassette
-from sakura_http._convert import VcrImportError, load_vcr, vcr_to_exchanges
+from sakura_http.cli._convert import VcrImportError, load_vcr, vcr_to_exchanges
 from tests.cli_support import assert_one_line_error, run
 
 # What vcrpy writes for an httpx POST and GET (vcrpy keeps header case and lists of values).

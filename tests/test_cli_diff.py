@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sakura_http._diff import diff_cassettes
 from sakura_http._format import CassetteContent, Exchange, FaultInfo
+from sakura_http.cli._diff import diff_cassettes
 from tests.cli_support import assert_one_line_error, items, message, outage, run, write_cassette
 
 

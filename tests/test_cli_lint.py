@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from sakura_http._format import Exchange, FaultInfo, encode_exchange, encode_header
-from sakura_http._lint import find_secrets, lint_bytes, mask
 from sakura_http._policy import DEFAULT_MAX_BODY_BYTES
+from sakura_http.cli._lint import find_secrets, lint_bytes, mask
 from tests.cli_support import (
     assert_one_line_error,
     cassette_bytes,

@@ -19,9 +19,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._format import CassetteContent, Exchange, Headers
-from ._matching import DEFAULT_IGNORE_HEADERS, MatchRules, body_diff, normalized_body
-from ._policy import CREDENTIAL_HEADERS
+from .._format import CassetteContent, Exchange, Headers
+from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, body_diff, normalized_body
+from .._policy import CREDENTIAL_HEADERS
 
 __all__ = [
     "CassetteDiff",

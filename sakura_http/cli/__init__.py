@@ -24,11 +24,11 @@ from typing import Any, NoReturn
 
 import orjson
 
-from ._cassette import load_cassette
+from .._cassette import load_cassette
+from .._exceptions import CassetteFormatError
+from .._format import CassetteContent, Exchange, Headers
 from ._convert import VcrImportError, convert_vcr_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
-from ._exceptions import CassetteFormatError
-from ._format import CassetteContent, Exchange, Headers
 from ._lint import Finding, lint_file
 from ._repair import RepairRefused, repair_cassette
 

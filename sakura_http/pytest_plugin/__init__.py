@@ -27,12 +27,12 @@ from typing import Any
 
 import pytest
 
-from ._core import ENV_RECORD, RecordMode, resolve_mode
-from ._exceptions import CassetteError, ConfigurationError, NetworkBlocked
-from ._format import Exchange
+from .._core import ENV_RECORD, RecordMode, resolve_mode
+from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
+from .._format import Exchange
+from .._libraries import library_of
+from .._transport import RecordingTransport
 from ._guard import NetworkGuard
-from ._libraries import library_of
-from ._transport import RecordingTransport
 
 __all__ = ["CassetteFactory", "DefaultOuter", "NetworkBlocked", "resolve_cassette_path"]
 

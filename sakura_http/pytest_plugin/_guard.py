@@ -24,8 +24,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from ._exceptions import NetworkBlocked
-from ._hosts import split_host_entry
+from .._exceptions import NetworkBlocked
+from .._hosts import split_host_entry
 
 __all__ = ["NetworkBlocked", "NetworkGuard", "is_loopback"]
 

@@ -30,9 +30,9 @@ from typing import Any
 import orjson
 import yaml
 
-from ._exceptions import BodyTooLargeError
-from ._format import Exchange, Headers, encode_exchange, encode_header
-from ._policy import (
+from .._exceptions import BodyTooLargeError
+from .._format import Exchange, Headers, encode_exchange, encode_header
+from .._policy import (
     CREDENTIAL_HEADERS,
     DEFAULT_MAX_BODY_BYTES,
     REDACTED,

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ._exceptions import CassetteFormatError
-from ._format import Exchange, decode_exchange, decode_header, iter_lines
-from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
+from .._exceptions import CassetteFormatError
+from .._format import Exchange, decode_exchange, decode_header, iter_lines
+from .._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
 
 __all__ = [
     "SECRET_SHAPES",

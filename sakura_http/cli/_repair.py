@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._exceptions import CassetteFormatError
-from ._format import decode_exchange, decode_header, parse_cassette
+from .._exceptions import CassetteFormatError
+from .._format import decode_exchange, decode_header, parse_cassette
 
 __all__ = ["RepairRefused", "RepairResult", "repair_cassette"]
 
