@@ -170,4 +170,3 @@ class CassetteConfig:
     @property
     def passthrough_host_list(self) -> HostList:
         return HostList(self.passthrough_hosts)
-
