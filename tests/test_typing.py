@@ -21,7 +21,8 @@ sync2 = httpx2.Client(transport=sakura_http.httpx2.RecordingTransport("c.jsonl")
 async2 = httpx2.AsyncClient(
     transport=sakura_http.httpx2.RecordingTransport("c.jsonl", outer=httpx2.AsyncHTTPTransport())
 )
-sync1 = httpx.Client(transport=sakura_http.RecordingTransport("c.jsonl", outer=httpx.HTTPTransport()))
+outer1 = httpx.HTTPTransport()
+sync1 = httpx.Client(transport=sakura_http.RecordingTransport("c.jsonl", outer=outer1))
 """
 
 BAD = """
