@@ -276,3 +276,26 @@ def test_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert_one_line_error(result)
         assert result.err.startswith("sakura-http diff: error: ")
         assert result.out == ""
+
+
+def test_a_multipart_boundary_outside_latin_1_neither_crashes_loading_nor_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by fuzzing: the boundary was encoded as Latin-1, so "☃" raised UnicodeEncodeError
+    # from _matching.py both when a transport indexed the cassette and in `sakura-http diff`.
+    boundary = "b☃undary"
+    upload = Exchange(
+        method="POST",
+        url="https://api.example.test/v1/files",
+        headers=(("content-type", f"multipart/form-data; boundary={boundary}"),),
+        body=f'--{boundary}\r\ncontent-disposition: form-data; name="a"\r\n\r\n1\r\n'
+        f"--{boundary}--\r\n".encode(),
+        status=201,
+    )
+    path = write_cassette(tmp_path / "upload.jsonl", [upload])
+    from sakura_http import RecordingTransport
+
+    with RecordingTransport(path) as transport:
+        assert transport.unplayed() == [upload]
+    code, out = _diff(tmp_path, capsys, [upload], [upload])
+    assert (code, out) == (0, "no differences (0 added, 0 removed, 0 changed, 1 unchanged)\n")
