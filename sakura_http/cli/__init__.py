@@ -25,9 +25,9 @@ from typing import Any, NoReturn
 import orjson
 
 from .._cassette import load_cassette
-from .._exceptions import CassetteFormatError
+from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, Headers
-from ._convert import VcrImportError, convert_vcr_file
+from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._lint import Finding, lint_file
 from ._repair import RepairRefused, repair_cassette
@@ -276,36 +276,109 @@ def _lint(args: argparse.Namespace) -> int:
 
 # --- convert ---------------------------------------------------------------------------------
 
+_FOREIGN_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 
-def _convert(args: argparse.Namespace) -> int:
-    source, target = Path(args.vcr), Path(args.out)
-    if not source.is_file():
-        raise _UsageError(f"{source}: no such file")
+
+def _convert_plan(sources: list[Path], out: Path) -> list[tuple[Path, Path]]:
+    """(source, target) pairs: one file to OUT, like `cp`; several files or a directory into
+    the directory OUT (a directory's tree is kept, every output named `<stem>.jsonl`)."""
+    for source in sources:
+        if not source.exists():
+            raise _UsageError(f"{source}: no such file")
+    if len(sources) == 1 and sources[0].is_file() and not out.is_dir():
+        return [(sources[0], out)]
+    pairs: list[tuple[Path, Path]] = []
+    for source in sources:
+        if source.is_dir():
+            found = sorted(
+                p for p in source.rglob("*") if p.is_file() and p.suffix in _FOREIGN_SUFFIXES
+            )
+            pairs += [(p, out / p.relative_to(source).with_suffix(".jsonl")) for p in found]
+        else:
+            pairs.append((source, out / source.with_suffix(".jsonl").name))
+    targets = Counter(target for _, target in pairs)
+    clashes = sorted(str(target) for target, n in targets.items() if n > 1)
+    if clashes:
+        raise _UsageError(
+            f"several sources would be written to {clashes[0]}; convert them separately"
+        )
+    return pairs
+
+
+def _convert_one(source: Path, target: Path, force: bool) -> ConvertResult:
     try:
-        result = convert_vcr_file(source, target, overwrite=args.force)
+        return convert_file(source, target, overwrite=force)
     except VcrImportError as exc:
         raise _UsageError(str(exc)) from None
     except FileExistsError:
         raise _UsageError(
             f"{target} already exists; pass --force to replace it (nothing was written)"
         ) from None
+    except CassetteError as exc:  # the target is being re-recorded by another process
+        raise _UsageError(f"{target}: {exc}") from None
     except OSError as exc:
         raise _UsageError(f"{exc.filename or source}: {exc.strerror or exc}") from None
+
+
+def _convert_report(result: ConvertResult) -> None:
     for name, numbers in sorted(result.dropped_headers.items()):
         listed = ", ".join(map(str, numbers))
         _err(
-            f"{PROG} convert: warning: dropped request header {name} "
+            f"{PROG} convert: warning: {result.source}: dropped request header {name} "
             f"(interaction{'s' if len(numbers) > 1 else ''} {listed}): credentials never go "
             f'into a cassette; replay with RecordingTransport(..., secret_headers=["{name}"])'
+        )
+    if result.untagged:
+        listed = ", ".join(map(str, result.untagged))
+        _err(
+            f"{PROG} convert: note: {result.source}: interaction"
+            f"{'s' if len(result.untagged) > 1 else ''} {listed}: the body was stored already "
+            "decoded but still tagged with content-encoding (as vcrpy 9 does with urllib3 2 "
+            "and aiohttp); stored it decoded and dropped the header"
         )
     notes = []
     if result.redacted_cookies:
         notes.append(f"set-cookie redacted in {result.redacted_cookies}")
+    if result.redacted_echoes:
+        notes.append(f"echoed credentials redacted in {result.redacted_echoes}")
     if result.decoded_bodies:
         notes.append(f"{result.decoded_bodies} content-encoded bodies decoded")
     suffix = f" ({'; '.join(notes)})" if notes else ""
-    _out(f"wrote {target}: {_plural(len(result.exchanges), 'exchange')} from {source}{suffix}")
-    return EXIT_OK
+    _out(
+        f"wrote {result.target}: {_plural(len(result.exchanges), 'exchange')} from "
+        f"{result.source}{suffix}"
+    )
+
+
+def _convert(args: argparse.Namespace) -> int:
+    pairs = _convert_plan([Path(s) for s in args.sources], Path(args.out))
+    if len(pairs) == 1 and len(args.sources) == 1 and Path(args.sources[0]).is_file():
+        _convert_report(_convert_one(*pairs[0], args.force))
+        return EXIT_OK
+    progress = sys.stderr.isatty() and len(pairs) >= 10
+    converted = exchanges = 0
+    for number, (source, target) in enumerate(pairs, start=1):
+        if progress:
+            sys.stderr.write(f"\r\x1b[K[{number}/{len(pairs)}] {source}")
+            sys.stderr.flush()
+        try:
+            result = _convert_one(source, target, args.force)
+        except _UsageError as exc:
+            if progress:
+                sys.stderr.write("\r\x1b[K")
+            _err(f"{PROG} convert: error: {exc}")
+            continue
+        if progress:
+            sys.stderr.write("\r\x1b[K")
+        _convert_report(result)
+        converted += 1
+        exchanges += len(result.exchanges)
+    refused = len(pairs) - converted
+    _out(
+        f"converted {converted} of {_plural(len(pairs), 'file')} "
+        f"({_plural(exchanges, 'exchange')}); {refused} refused"
+    )
+    return EXIT_USAGE if refused else EXIT_OK
 
 
 # --- repair ----------------------------------------------------------------------------------
@@ -384,11 +457,13 @@ def build_parser() -> argparse.ArgumentParser:
     convert = command(
         "convert",
         _convert,
-        "Import a vcrpy cassette (YAML or JSON) into the sakura-http format.",
+        "Import vcrpy (YAML, JSON) or cassetter (YAML, TOML) cassettes: one file to OUT, or "
+        "several files or directories into the directory OUT. Each file is recorded under the "
+        "recording rules and replayed to check it before it is written.",
     )
-    convert.add_argument("vcr", metavar="VCR_CASSETTE")
-    convert.add_argument("out", metavar="OUT.jsonl")
-    convert.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    convert.add_argument("sources", metavar="SOURCE", nargs="+")
+    convert.add_argument("out", metavar="OUT")
+    convert.add_argument("--force", action="store_true", help="replace outputs that exist")
 
     repair = command(
         "repair",
