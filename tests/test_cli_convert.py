@@ -646,7 +646,5 @@ def test_pyyaml_is_imported_only_by_convert_of_a_yaml_file() -> None:
         "import sys; from sakura_http.cli import main; "
         "main(['show', '--help']); assert 'yaml' not in sys.modules, 'yaml imported'"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
