@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -26,7 +27,7 @@ import orjson
 
 from .._cassette import load_cassette
 from .._exceptions import CassetteError, CassetteFormatError
-from .._format import CassetteContent, Exchange, Headers
+from .._format import CassetteContent, Exchange, Headers, parse_cassette
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._lint import Finding, lint_file
@@ -210,8 +211,12 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
     for ref in result.added:
         _out(f"added   {_describe(ref)}")
     for changed in result.changed:
-        moved = "" if changed.old.index == changed.new.index else f" (was #{changed.old.index + 1})"
-        _out(f"changed {_describe(changed.new)}{moved}")
+        notes = []
+        if changed.old.index != changed.new.index:
+            notes.append(f"was #{changed.old.index + 1}")
+        if changed.pairing == "method and url":
+            notes.append("the request changed")
+        _out(f"changed {_describe(changed.new)}{''.join(f' ({note})' for note in notes)}")
         for change in changed.changes:
             for line in _change_lines(change):
                 _out(f"    {line}")
@@ -225,10 +230,59 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
     _out(counts if result else f"no differences ({counts})")
 
 
+def _git_show(revision: str, path: Path) -> CassetteContent:
+    """The cassette `path` as it is at the git `revision`; a file the revision does not have
+    is an empty cassette (everything in it shows as added)."""
+    name = f"{revision}:{path}"
+    folder = path.parent if path.parent.is_dir() else Path.cwd()
+    try:
+        done = subprocess.run(
+            ["git", "show", f"{revision}:./{path.name}"],
+            cwd=folder,
+            capture_output=True,
+            check=False,
+        )
+    except OSError as exc:
+        raise _UsageError(f"cannot run git to read {name} ({exc.strerror or exc})") from None
+    if done.returncode != 0:
+        problem = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        reason = problem[-1] if problem else f"git show exited {done.returncode}"
+        if "exists on disk, but not in" in reason or "does not exist in" in reason:
+            return CassetteContent(header={}, exchanges=[], line_numbers=[])
+        raise _UsageError(f"cannot read {name} from git: {reason}")
+    try:
+        return parse_cassette(done.stdout, name)
+    except CassetteFormatError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+def _diff_inputs(args: argparse.Namespace) -> tuple[CassetteContent, CassetteContent]:
+    paths: list[str] | None = args.git_paths
+    if args.git is not None:  # diff --git REV PATH
+        if args.new is not None:
+            raise _UsageError("with --git REV, name one cassette: diff --git REV PATH")
+        paths, revisions = [args.old], [args.git]
+    elif paths is not None:  # diff REV [REV2] -- PATH
+        revisions = [args.old] if args.new is None else [args.old, args.new]
+    else:
+        if args.new is None:
+            raise _UsageError(
+                "name two cassettes (diff OLD NEW), or a git revision and a cassette "
+                "(diff HEAD -- PATH, or diff --git HEAD PATH); see `sakura-http diff --help`"
+            )
+        return _load(Path(args.old)), _load(Path(args.new))
+    if len(paths) != 1:
+        raise _UsageError("name exactly one cassette after `--`: diff REV -- PATH")
+    path = Path(paths[0])
+    old = _git_show(revisions[0], path)
+    new = _git_show(revisions[1], path) if len(revisions) == 2 else _load(path)
+    return old, new
+
+
 def _diff(args: argparse.Namespace) -> int:
-    old = _load(Path(args.old))
-    new = _load(Path(args.new))
-    result = diff_cassettes(old, new)
+    old, new = _diff_inputs(args)
+    ignore = frozenset(name.lower() for name in args.ignore_header)
+    result = diff_cassettes(old, new, ignore)
     if args.json:
         _dump_json(result.as_dict(verbose=args.verbose))
     else:
@@ -436,13 +490,27 @@ def build_parser() -> argparse.ArgumentParser:
     diff = command(
         "diff",
         _diff,
-        "Compare two cassettes exchange by exchange (by id, else by match key and ordinal). "
-        "Exit 1 when they differ.",
+        "Compare two cassettes exchange by exchange (by id, else by match key and ordinal, "
+        "then by method and URL), with body diffs. OLD may be a git revision: "
+        "`diff HEAD -- PATH` or `diff --git HEAD PATH` compares PATH with its committed "
+        "version. Exit 1 when they differ.",
     )
     diff.add_argument("old", metavar="OLD")
-    diff.add_argument("new", metavar="NEW")
+    diff.add_argument("new", metavar="NEW", nargs="?")
+    diff.add_argument(
+        "--git", metavar="REV", help="compare the cassette OLD with its version at REV"
+    )
+    diff.add_argument(
+        "--ignore-header",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="do not report changes of this request or response header (repeatable), "
+        "e.g. --ignore-header date",
+    )
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
     diff.add_argument("--verbose", action="store_true", help="also list unchanged exchanges")
+    diff.set_defaults(git_paths=None)
 
     lint = command(
         "lint",
@@ -481,10 +549,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Usage errors and unreadable inputs print one line on stderr and return 2; `--help` prints
     help and returns 0.  Nothing is raised for those, so callers can `sys.exit(main())`.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    git_paths = None
+    if argv[:1] == ["diff"] and "--" in argv:  # git's form: diff REV [REV2] -- PATH
+        cut = argv.index("--")
+        argv, git_paths = argv[:cut], argv[cut + 1 :]
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if git_paths is not None:
+        args.git_paths = git_paths
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
