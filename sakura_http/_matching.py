@@ -188,6 +188,12 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
     return body.decode("utf-8", "replace").splitlines() or [""]
 
 
+def pretty_body(headers: Headers, body: bytes) -> list[str]:
+    """`body` as lines for people: JSON pretty-printed with sorted keys, other text as it is
+    (undecodable bytes replaced).  The one pretty-printer of miss messages and the CLI."""
+    return _pretty(headers, body)
+
+
 def body_diff(
     request_headers: Headers,
     request_body: bytes,

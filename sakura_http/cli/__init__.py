@@ -14,7 +14,6 @@ module parses arguments and renders results as text or JSON.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import subprocess
 import sys
@@ -27,11 +26,12 @@ import orjson
 
 from .._cassette import load_cassette
 from .._exceptions import CassetteError, CassetteFormatError
-from .._format import CassetteContent, Exchange, Headers, parse_cassette
+from .._format import CassetteContent, Exchange, parse_cassette
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._lint import Finding, lint_file
 from ._repair import RepairRefused, repair_cassette
+from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
 
 __all__ = ["main"]
 
@@ -80,15 +80,6 @@ def _load(path: Path) -> CassetteContent:
         raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -118,29 +109,46 @@ def _markers(exchange: Exchange) -> str:
     return f"  [{', '.join(marks)}]" if marks else ""
 
 
-def _content_type(headers: Headers) -> str:
-    return next((value for name, value in headers if name == "content-type"), "")
-
-
-def _body_lines(headers: Headers, body: bytes) -> list[str]:
+def _textconv(path: Path) -> int:
+    """For git: print whatever can be printed and exit 0, or `git diff` fails as a whole."""
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return [f"<{_size(len(body))} of binary data>"]
-    mime = _content_type(headers).partition(";")[0].strip().lower()
-    if mime == "application/json" or mime.endswith("+json"):
-        with contextlib.suppress(orjson.JSONDecodeError):  # invalid JSON is shown as recorded
-            text = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()
-    return text.splitlines()
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        content = parse_cassette(data, path)
+    except CassetteFormatError as exc:
+        _out(f"# sakura-http: not a readable cassette ({exc.problem}); its lines as they are:")
+        sys.stdout.write(data.decode("utf-8", "replace"))
+        if data and not data.endswith(b"\n"):
+            _out()
+        return EXIT_OK
+    for line in textconv_lines(content):
+        _out(line)
+    return EXIT_OK
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.textconv:
+        return _textconv(Path(args.cassette))
     content = _load(Path(args.cassette))
+    if args.json:
+        _dump_json(exchanges_json(content))
+        return EXIT_OK
+    if args.html is not None:
+        target = Path(args.html)
+        page = html_page(content, f"{args.cassette}", _show_totals(content.exchanges))
+        try:
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise _UsageError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+        _out(f"wrote {target}: {_plural(len(content.exchanges), 'exchange')}")
+        return EXIT_OK
     exchanges = content.exchanges
     index_width = len(str(len(exchanges)))
     id_width = max((len(ex.id) for ex in exchanges if ex.id is not None), default=0)
     method_width = max((len(ex.method) for ex in exchanges), default=0)
-    sizes = [(_size(len(ex.body)), _size(len(ex.response_body))) for ex in exchanges]
+    sizes = [(human_size(len(ex.body)), human_size(len(ex.response_body))) for ex in exchanges]
     sent_width = max((len(sent) for sent, _ in sizes), default=0)
     received_width = max((len(received) for _, received in sizes), default=0)
     for index, (ex, (sent, received)) in enumerate(zip(exchanges, sizes, strict=True)):
@@ -159,7 +167,7 @@ def _show(args: argparse.Namespace) -> int:
             ):
                 if body:
                     _out(f"    {label}:")
-                    for line in _body_lines(headers, body):
+                    for line in body_lines(headers, body):
                         _out(f"      {line}".rstrip())
     _out(_show_totals(exchanges))
     return EXIT_OK
@@ -181,7 +189,7 @@ def _show_totals(exchanges: Sequence[Exchange]) -> str:
     sent = sum(len(ex.body) for ex in exchanges)
     received = sum(len(ex.response_body) for ex in exchanges)
     if exchanges:
-        parts.append(f"bodies {_size(sent)} sent, {_size(received)} received")
+        parts.append(f"bodies {human_size(sent)} sent, {human_size(received)} received")
     return "; ".join(parts)
 
 
@@ -199,7 +207,7 @@ def _change_lines(change: Change) -> list[str]:
     if label is not None:
         return [f"{label} {change.name}: {_values(change.old)} -> {_values(change.new)}"]
     if change.diff:
-        head = f"{change.field}: {_size(change.old)} -> {_size(change.new)}"
+        head = f"{change.field}: {human_size(change.old)} -> {human_size(change.new)}"
         return [head, *(f"    {line}" for line in change.diff)]
     name = f" {change.name}" if change.name is not None else ""
     return [f"{change.field}{name}: {change.old!r} -> {change.new!r}"]
@@ -453,14 +461,51 @@ def _repair(args: argparse.Namespace) -> int:
         _out(f"{path}: nothing to repair")
     elif result.action == "removed":
         _out(
-            f"{path}: removed the torn last line {result.line} ({_size(result.removed_bytes)}); "
-            f"backup at {result.backup}"
+            f"{path}: removed the torn last line {result.line} "
+            f"({human_size(result.removed_bytes)}); backup at {result.backup}"
         )
     else:
         _out(
             f"{path}: line {result.line} was a complete exchange without its newline: added "
             f"the newline, kept the exchange; backup at {result.backup}"
         )
+    return EXIT_OK
+
+
+# --- git-setup -------------------------------------------------------------------------------
+
+GIT_DRIVER = "sakura-http"
+
+
+def _git(*argv: str, cwd: Path | None = None) -> str:
+    try:
+        done = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True)
+    except OSError as exc:
+        raise _UsageError(f"cannot run git ({exc.strerror or exc})") from None
+    if done.returncode != 0:
+        problem = done.stderr.strip().splitlines()
+        raise _UsageError(f"git {argv[0]} failed: {problem[-1] if problem else done.returncode}")
+    return done.stdout
+
+
+def _git_setup(args: argparse.Namespace) -> int:
+    root = Path(_git("rev-parse", "--show-toplevel").strip())
+    attributes = root / ".gitattributes"
+    try:
+        existing = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
+    except OSError as exc:
+        raise _UsageError(f"{attributes}: cannot read it ({exc.strerror or exc})") from None
+    present = {tuple(line.split()) for line in existing.splitlines()}
+    wanted = [f"{pattern} diff={GIT_DRIVER}" for pattern in args.pattern or ["*.jsonl"]]
+    missing = [line for line in wanted if tuple(line.split()) not in present]
+    if missing:
+        text = existing + ("\n" if existing and not existing.endswith("\n") else "")
+        attributes.write_text(text + "".join(f"{line}\n" for line in missing), encoding="utf-8")
+    for line in wanted:
+        _out(f"{'added to' if line in missing else 'already in'} {attributes}: {line}")
+    _git("config", f"diff.{GIT_DRIVER}.textconv", args.command, cwd=root)
+    _out(f'set git config diff.{GIT_DRIVER}.textconv "{args.command}" (this repository only)')
+    _out("`git diff` and `git log -p` now show cassettes one field per line")
     return EXIT_OK
 
 
@@ -485,7 +530,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = command("show", _show, "List the exchanges of a cassette, one line each, then totals.")
     show.add_argument("cassette", metavar="CASSETTE")
-    show.add_argument("--bodies", action="store_true", help="also print the bodies")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--bodies", action="store_true", help="also print the bodies")
+    form.add_argument(
+        "--json", action="store_true", help="print the exchanges as a JSON array, for scripts"
+    )
+    form.add_argument(
+        "--textconv",
+        action="store_true",
+        help="print the cassette as stable line-oriented text, for git's textconv "
+        "(see `sakura-http git-setup`)",
+    )
+    form.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write one self-contained HTML page listing the exchanges, for reviewers",
+    )
 
     diff = command(
         "diff",
@@ -532,6 +592,25 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("sources", metavar="SOURCE", nargs="+")
     convert.add_argument("out", metavar="OUT")
     convert.add_argument("--force", action="store_true", help="replace outputs that exist")
+
+    git_setup = command(
+        "git-setup",
+        _git_setup,
+        "Make `git diff` and `git log -p` show cassettes readably in this repository: add a "
+        "diff attribute to .gitattributes and set its textconv to `sakura-http show --textconv`.",
+    )
+    git_setup.add_argument(
+        "--pattern",
+        action="append",
+        metavar="GLOB",
+        help="the files that are cassettes, as a .gitattributes pattern (repeatable; "
+        "default *.jsonl)",
+    )
+    git_setup.add_argument(
+        "--command",
+        default=f"{PROG} show --textconv",
+        help="the textconv command git runs with a file name appended (default: %(default)s)",
+    )
 
     repair = command(
         "repair",
