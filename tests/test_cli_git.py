@@ -5,6 +5,7 @@ readable through `show --textconv`."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -168,3 +169,20 @@ def test_git_setup_outside_a_repository_exits_2(
     assert result.code == 2
     assert "git rev-parse failed" in result.err
     assert len(result.err.splitlines()) == 1
+
+
+def test_the_documented_two_line_recipe_works(repo: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    (recipe,) = [
+        block
+        for block in re.findall(r"^```sh\n(.*?)^```$", doc, flags=re.M | re.S)
+        if ".gitattributes" in block
+    ]
+    assert len(recipe.splitlines()) == 2
+    for line in recipe.splitlines():
+        done = subprocess.run(line, shell=True, cwd=repo, capture_output=True, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+    _commit_then_change(repo)
+    diff = git(repo, "diff").splitlines()
+    assert '-          "content": "red",' in diff
+    assert '+          "content": "yellow",' in diff
