@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from .._exceptions import human_size as _human_size
 from .._format import CassetteContent, Exchange, Headers, encode_exchange
 from .._matching import pretty_body
 
@@ -32,13 +33,8 @@ __all__ = ["body_lines", "exchanges_json", "html_page", "human_size", "textconv_
 
 
 def human_size(n: int) -> str:
-    """`n` bytes for people: "46 B", "1.5 KiB", "16.0 MiB"."""
-    if n < 1024:
-        return f"{n} B"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    raise AssertionError("unreachable")
+    """`n` bytes for a listing: "46 B", "1.5 KiB" (`_exceptions.human_size`, rounded)."""
+    return _human_size(n, rounded=True)
 
 
 def body_lines(headers: Headers, body: bytes) -> list[str]:
