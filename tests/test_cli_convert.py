@@ -648,3 +648,19 @@ def test_pyyaml_is_imported_only_by_convert_of_a_yaml_file() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_many_files_show_progress_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = tmp_path / "cassettes"
+    sources.mkdir()
+    for number in range(10):
+        (sources / f"c{number}.yaml").write_text(VCR_YAML)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    result = run(capsys, "convert", sources, tmp_path / "out")
+    assert result.code == 0
+    assert "\r\x1b[K[10/10] " in result.err
+    assert result.out.splitlines()[-1] == "converted 10 of 10 files (20 exchanges); 0 refused"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)  # a pipe or a CI log: no progress
+    assert "\x1b" not in run(capsys, "convert", "--force", sources, tmp_path / "out").err
