@@ -664,3 +664,46 @@ def test_many_files_show_progress_on_a_terminal(
     assert result.out.splitlines()[-1] == "converted 10 of 10 files (20 exchanges); 0 refused"
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)  # a pipe or a CI log: no progress
     assert "\x1b" not in run(capsys, "convert", "--force", sources, tmp_path / "out").err
+
+
+def test_a_cassette_vcrpy_recorded_converts_and_replays_as_vcrpy_replays_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Real parts end to end: vcrpy records httpx traffic to a server on 127.0.0.1, convert
+    # imports it, and RecordingTransport replays what vcrpy replays, credentials aside.
+    vcr = pytest.importorskip("vcr")
+    import httpx
+
+    from sakura_http import RecordingTransport
+    from tests.servers import start_echo_server
+
+    token = "tok_live_0a1b2c3d4e5f"
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+
+    def calls(client: httpx.Client, base: str) -> list[httpx.Response]:
+        auth = {"authorization": f"Bearer {token}"}
+        return [
+            client.get(f"{base}/v1/items?page=2", headers=auth),
+            client.post(f"{base}/v1/items", json={"name": "tea"}, headers=auth),
+            client.get(f"{base}/v1/items?page=2", headers=auth),
+        ]
+
+    recorder = vcr.VCR(record_mode="once")
+    with start_echo_server() as server, recorder.use_cassette(str(source)), httpx.Client() as c:
+        recorded = calls(c, server.url)
+    with recorder.use_cassette(str(source)), httpx.Client() as client:
+        by_vcrpy = calls(client, server.url)  # the server is gone: vcrpy replays
+    assert [r.json()["count"] for r in by_vcrpy] == [r.json()["count"] for r in recorded]
+
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result
+    assert token.encode() not in target.read_bytes()
+    transport = RecordingTransport(target, secret_headers=["authorization"])
+    with httpx.Client(transport=transport) as client:
+        by_sakura = calls(client, server.url)
+    for ours, theirs in zip(by_sakura, by_vcrpy, strict=True):
+        assert ours.status_code == theirs.status_code
+        expected = theirs.json()
+        expected["headers"]["authorization"] = "<redacted>"  # the echoed credential
+        assert ours.json() == expected
+        assert ours.headers["x-echo-auth"] == "<redacted>"
