@@ -1,4 +1,4 @@
-"""The `sakura-http` command: show, diff, lint, convert and repair cassettes.
+"""The `sakura-http` command: show, diff, lint, convert, repair cassettes, and git-setup.
 
 Exit codes, for every subcommand:
 
@@ -7,15 +7,16 @@ Exit codes, for every subcommand:
   `--strict`; `repair`: a problem it must not fix);
 * 2 - a usage error or an unreadable input, with a one-line reason on stderr.
 
-The subcommands' logic lives in `_lint.py`, `_diff.py`, `_convert.py` and `_repair.py`; this
-module parses arguments and renders results as text or JSON.
+The subcommands' logic lives in `_show.py`, `_diff.py`, `_lint.py`, `_convert.py` (with
+`_foreign.py` reading vcrpy and cassetter files), `_repair.py` and `_git.py`; this module parses
+arguments and renders results as text or JSON.  A new subcommand is one handler function and
+one `command(...)` call in `build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, parse_cassette
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
+from ._git import DRIVER, GitError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
 from ._repair import RepairRefused, repair_cassette
 from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
@@ -239,27 +241,13 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
 
 
 def _git_show(revision: str, path: Path) -> CassetteContent:
-    """The cassette `path` as it is at the git `revision`; a file the revision does not have
-    is an empty cassette (everything in it shows as added)."""
-    name = f"{revision}:{path}"
-    folder = path.parent if path.parent.is_dir() else Path.cwd()
+    """The cassette `path` at the git `revision`; one the revision lacks is empty."""
     try:
-        done = subprocess.run(
-            ["git", "show", f"{revision}:./{path.name}"],
-            cwd=folder,
-            capture_output=True,
-            check=False,
-        )
-    except OSError as exc:
-        raise _UsageError(f"cannot run git to read {name} ({exc.strerror or exc})") from None
-    if done.returncode != 0:
-        problem = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        reason = problem[-1] if problem else f"git show exited {done.returncode}"
-        if "exists on disk, but not in" in reason or "does not exist in" in reason:
-            return CassetteContent(header={}, exchanges=[], line_numbers=[])
-        raise _UsageError(f"cannot read {name} from git: {reason}")
+        data = show_at_revision(revision, path)
+    except GitError as exc:
+        raise _UsageError(str(exc)) from None
     try:
-        return parse_cassette(done.stdout, name)
+        return parse_cassette(data or b"", f"{revision}:{path}")
     except CassetteFormatError as exc:
         raise _UsageError(str(exc)) from None
 
@@ -474,37 +462,19 @@ def _repair(args: argparse.Namespace) -> int:
 
 # --- git-setup -------------------------------------------------------------------------------
 
-GIT_DRIVER = "sakura-http"
-
-
-def _git(*argv: str, cwd: Path | None = None) -> str:
-    try:
-        done = subprocess.run(["git", *argv], cwd=cwd, capture_output=True, text=True)
-    except OSError as exc:
-        raise _UsageError(f"cannot run git ({exc.strerror or exc})") from None
-    if done.returncode != 0:
-        problem = done.stderr.strip().splitlines()
-        raise _UsageError(f"git {argv[0]} failed: {problem[-1] if problem else done.returncode}")
-    return done.stdout
-
 
 def _git_setup(args: argparse.Namespace) -> int:
-    root = Path(_git("rev-parse", "--show-toplevel").strip())
-    attributes = root / ".gitattributes"
     try:
-        existing = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
+        done = setup_textconv(args.pattern or ["*.jsonl"], args.command)
+    except GitError as exc:
+        raise _UsageError(str(exc)) from None
     except OSError as exc:
-        raise _UsageError(f"{attributes}: cannot read it ({exc.strerror or exc})") from None
-    present = {tuple(line.split()) for line in existing.splitlines()}
-    wanted = [f"{pattern} diff={GIT_DRIVER}" for pattern in args.pattern or ["*.jsonl"]]
-    missing = [line for line in wanted if tuple(line.split()) not in present]
-    if missing:
-        text = existing + ("\n" if existing and not existing.endswith("\n") else "")
-        attributes.write_text(text + "".join(f"{line}\n" for line in missing), encoding="utf-8")
-    for line in wanted:
-        _out(f"{'added to' if line in missing else 'already in'} {attributes}: {line}")
-    _git("config", f"diff.{GIT_DRIVER}.textconv", args.command, cwd=root)
-    _out(f'set git config diff.{GIT_DRIVER}.textconv "{args.command}" (this repository only)')
+        raise _UsageError(f"{exc.filename or '.gitattributes'}: {exc.strerror or exc}") from None
+    for line in done.added:
+        _out(f"added to {done.attributes}: {line}")
+    for line in done.present:
+        _out(f"already in {done.attributes}: {line}")
+    _out(f'set git config diff.{DRIVER}.textconv "{done.command}" (this repository only)')
     _out("`git diff` and `git log -p` now show cassettes one field per line")
     return EXIT_OK
 
