@@ -116,6 +116,8 @@ def _plain_response(source: SourceExchange) -> tuple[Headers, bytes, bool]:
         return headers, _client_reads(source.status, headers, source.response_body), False
     except httpx.DecodingError as exc:
         problem = str(exc)
+    except ImportError as exc:  # httpx needs brotli or zstandard for this content-encoding
+        raise _Bad(source, f"cannot decode the response body: {exc}") from None
     try:
         source.response_body.decode("utf-8")
     except UnicodeDecodeError:
@@ -277,12 +279,7 @@ def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> Conv
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise VcrImportError(f"{name}: not UTF-8 text, so not a vcrpy cassette") from None
-    try:
-        foreign = read_foreign(load_vcr(text, name), name)
-    except VcrImportError as exc:
-        if str(exc).startswith("reading YAML"):
-            raise VcrImportError(f"{name}: {exc}") from None
-        raise
+    foreign = read_foreign(load_vcr(text, name), name)
     result = ConvertResult(source, target, foreign.kind)
     secrets: set[str] = set()
     prepared: list[tuple[Headers, bytes]] = []

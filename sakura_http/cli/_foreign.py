@@ -183,7 +183,10 @@ def _yaml_loader() -> tuple[Any, type[Any]]:
 
 
 def _load_yaml(text: str, name: str) -> Any:
-    yaml, loader_class = _yaml_loader()
+    try:
+        yaml, loader_class = _yaml_loader()
+    except VcrImportError as exc:
+        raise VcrImportError(f"{name}: {exc}") from None
     loader = loader_class(text)
     # Generous for real files (vcrpy shares header lists), far below an alias bomb.
     loader.expansion_limit = 4 * len(text) + (1 << 20)
