@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -459,6 +460,21 @@ def test_a_conversion_that_does_not_replay_as_the_source_says_is_not_written(
     )
 
 
+@pytest.fixture(params=["libyaml", "pure-python"])
+def yaml_loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test with libyaml's loader (when PyYAML has it) and with the pure-Python one."""
+    from sakura_http.cli import _foreign
+
+    if request.param == "pure-python":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("PyYAML is built without libyaml here")
+    _foreign._yaml_loader.cache_clear()
+    yield request.param
+    _foreign._yaml_loader.cache_clear()
+
+
+@pytest.mark.usefixtures("yaml_loader")
 def test_yaml_alias_bombs_are_refused_without_expanding(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -473,6 +489,7 @@ def test_yaml_alias_bombs_are_refused_without_expanding(
     assert "alias bomb" in err
 
 
+@pytest.mark.usefixtures("yaml_loader")
 def test_ordinary_yaml_aliases_still_convert(tmp_path: Path) -> None:
     # yaml.dump writes an anchor for an object it meets twice, e.g. a shared header list.
     shared = ["application/json"]
@@ -707,3 +724,11 @@ def test_a_cassette_vcrpy_recorded_converts_and_replays_as_vcrpy_replays_it(
         expected["headers"]["authorization"] = "<redacted>"  # the echoed credential
         assert ours.json() == expected
         assert ours.headers["x-echo-auth"] == "<redacted>"
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_a_yaml_alias_that_refers_to_itself_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _refusal(tmp_path, capsys, "loop: &loop [*loop]\ninteractions: []\nversion: 1\n")
+    assert ":1: refused a YAML alias that refers to itself" in err
