@@ -166,7 +166,13 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
             return body
     boundary = _boundary(content_type)
     if boundary:
-        return body.replace(boundary.encode("latin-1"), _BOUNDARY_TOKEN)
+        # The header is text but the body is bytes: a client may have encoded a non-ASCII
+        # boundary either way, and one outside Latin-1 has only its UTF-8 form.
+        for encoding in ("utf-8", "latin-1"):
+            try:
+                body = body.replace(boundary.encode(encoding), _BOUNDARY_TOKEN)
+            except UnicodeEncodeError:
+                continue
     return body
 
 
@@ -262,6 +268,12 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
         except (orjson.JSONDecodeError, TypeError):
             pass
     return body.decode("utf-8", "replace").splitlines() or [""]
+
+
+def pretty_body(headers: Headers, body: bytes) -> list[str]:
+    """`body` as lines for people: JSON pretty-printed with sorted keys, other text as it is
+    (undecodable bytes replaced).  The one pretty-printer of miss messages and the CLI."""
+    return _pretty(headers, body)
 
 
 def body_diff(
