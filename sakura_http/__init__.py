@@ -10,6 +10,7 @@ from ._exceptions import (
     CredentialHeaderError,
     NetworkBlocked,
     RecordingForbidden,
+    UndecodableBodyError,
     UnsafeExchangeError,
 )
 from ._matching import DEFAULT_IGNORE_HEADERS
@@ -30,5 +31,6 @@ __all__ = [
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",
+    "UndecodableBodyError",
     "UnsafeExchangeError",
 ]

@@ -24,8 +24,10 @@ from ._hosts import HostList
 from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
     BodyDecoder,
-    Redactor,
+    SecretMemory,
+    charset_of,
     check_body_size,
+    check_redactable,
     drop_secret_headers,
     refuse_credentials,
 )
@@ -75,6 +77,7 @@ class CassetteSession:
         self.mode = resolve_mode(mode, os.environ if environ is None else environ)
         self.can_record = can_record
         self.secret_headers = frozenset(h.lower() for h in secret_headers)
+        self.secrets = SecretMemory(self.secret_headers)
         self.rules = MatchRules(
             ignore=frozenset(h.lower() for h in ignore_headers), secret=self.secret_headers
         )
@@ -119,6 +122,8 @@ class CassetteSession:
         A replayed exchange counts as played at once, so concurrent identical requests take
         successive recorded exchanges.
         """
+        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+        request = self.secrets.redactor(request.headers).request(request)
         key = self.rules.key_of_request(request)
         with self._lock:
             slot = self._index.get(key)
@@ -200,12 +205,13 @@ class CassetteSession:
         """The exchange recording a transport error, or None when `record_errors` is off."""
         if not self.record_errors:
             return None
-        redactor = Redactor(request.headers, self.secret_headers)
+        redactor = self.secrets.redactor(request.headers)
+        written = redactor.request(request)
         return Exchange(
             method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, self.secret_headers),
-            body=request.body,
+            url=written.url,
+            headers=drop_secret_headers(written.headers, self.secret_headers),
+            body=written.body,
             status=None,
             error=FaultInfo(type(error).__name__, redactor.text(str(error))),
         )
@@ -258,7 +264,7 @@ class ResponseRecorder:
     def __init__(self, session: CassetteSession, request: RequestData) -> None:
         self._session = session
         self._request = request
-        self._redactor = Redactor(request.headers, session.secret_headers)
+        self._redactor = session.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
         self._headers: Headers = ()
@@ -317,18 +323,23 @@ class ResponseRecorder:
             self._chunks = [c for c in self._decoder.raw_chunks if c]
             self._timings = []
         redactor = self._redactor
+        check_redactable(self._decoder, redactor)
         body = b"".join(self._chunks)
         chunks = tuple(len(c) for c in self._chunks)
         if redactor:
-            redacted = redactor.body(body)
+            charset = charset_of(self._headers)
+            redacted = redactor.body(body, charset)
+            if truncated:  # the rest of a secret cut short here never arrived to be found
+                redacted = redactor.cut_partial(redacted, charset)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
+        written = redactor.request(request)
         timed = session.record_timings and len(chunks) > 1 and len(self._timings) == len(chunks)
         return Exchange(
             method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, session.secret_headers),
-            body=request.body,
+            url=written.url,
+            headers=drop_secret_headers(written.headers, session.secret_headers),
+            body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
             response_body=body,
