@@ -312,11 +312,14 @@ def brotli_with_literal(token: bytes) -> bytes:
     return raw
 
 
+@pytest.mark.parametrize("bounded", [True, False], ids=["brotli", "brotlicffi-like"])
 def test_a_brotli_body_holding_the_token_literally_records_and_replays(
-    drive: Driver, tmp_path: Path
+    drive: Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bounded: bool
 ) -> None:
-    # Regression: redaction rewrote the compressed bytes, and recording and replay both failed
-    # with DecodingError.
+    # Regression: with a brotli library that cannot cap its output (brotlicffi), `br` bodies
+    # were stored raw, redaction rewrote the compressed bytes, and recording and replay both
+    # failed with DecodingError.
+    monkeypatch.setattr(_policy, "_brotli_can_bound", lambda module: bounded)
     token = b"sk-test-brotli-literal-1"
     raw = brotli_with_literal(token)
     path = tmp_path / "c.jsonl"
