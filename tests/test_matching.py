@@ -44,9 +44,9 @@ def test_the_exchange_differing_only_in_temperature_comes_first() -> None:
 
 
 def test_fewer_differing_parts_rank_before_a_closer_body() -> None:
-    same_body_other_header = post(message(), JSON + (("x-trace", "1"), ("x-user", "a")))
+    same_body_other_header = post(message(), (*JSON, ("x-trace", "1"), ("x-user", "a")))
     other_body = post(message(temperature=0.5))
-    same_everything_else = post(message(max_tokens=1), JSON + (("x-user", "a"),))
+    same_everything_else = post(message(max_tokens=1), (*JSON, ("x-user", "a")))
     exchanges = [same_body_other_header, other_body, same_everything_else]
     # #2 differs in one part (the body); #3 in two (header, body); #1 in two headers.
     assert nearest(request(message()), exchanges) == [2, 1, 3]
