@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import CassetteFormatError
-from .._format import decode_exchange, decode_header, parse_cassette
+from .._format import decode_exchange, decode_header, parse_cassette, torn_tail
 
 __all__ = ["RepairRefused", "RepairResult", "repair_cassette"]
 
@@ -93,13 +93,13 @@ def repair_cassette(path: Path) -> RepairResult:
     file raises `OSError`.
     """
     data = path.read_bytes()
-    cut = data.rfind(b"\n") + 1  # 0 when there is no newline at all
-    head, tail = data[:cut], data[cut:]
+    tail = torn_tail(data)  # exactly what makes appending refuse
+    head = data[: len(data) - len(tail)]
     try:
         parse_cassette(head, path)
     except CassetteFormatError as exc:
         raise RepairRefused(exc) from None
-    if not tail.strip():
+    if not tail:
         return RepairResult("none")
     number = head.count(b"\n") + 1
     is_header = not head.strip()
