@@ -40,6 +40,7 @@ from sakura_http._policy import (
     refuse_credentials,
     shown_header_value,
 )
+from tests.cli_support import run, write_cassette
 from tests.drive import Driver
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
@@ -488,3 +489,18 @@ def test_a_miss_with_a_secret_in_the_body_shows_it_redacted(
             json={"k": "sk-test-in-body-1"},
         )
     assert "sk-test-in-body-1" not in str(caught.value)
+
+
+def test_diff_never_prints_a_credential_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def cassette(name: str, key: str) -> Path:
+        headers = (("x-goog-api-key", key), ("accept", "*/*"))
+        exchange = Exchange("GET", URL, headers=headers, id="paired-by-id")
+        return write_cassette(tmp_path / name, [exchange])
+
+    old, new = cassette("old.jsonl", "AIzaSyOLD-0000000001"), cassette("new.jsonl", "AIzaSyNEW-1")
+    for argv in (("diff", old, new), ("diff", "--json", old, new)):
+        result = run(capsys, *argv)
+        assert "x-goog-api-key" in result.out
+        assert "AIzaSy" not in result.out + result.err

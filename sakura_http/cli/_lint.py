@@ -3,7 +3,7 @@
 Errors are problems that break replay or put a credential on disk:
 
 * a format or version error (with its line number), a torn last line, duplicate `id`s;
-* a credential header (`CREDENTIAL_HEADERS`) in the recorded request headers;
+* a credential header (`is_credential_header`) in the recorded request headers;
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, decode_exchange, decode_header, iter_lines
-from .._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
+from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
 
 __all__ = [
     "SECRET_SHAPES",
@@ -159,7 +159,7 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
 
     credential_fields: set[str] = set()
     for name, value in exchange.headers:
-        if name in CREDENTIAL_HEADERS:
+        if is_credential_header(name):
             field = f"headers.{name}"
             credential_fields.add(field)
             add(
