@@ -12,8 +12,6 @@ reached.  Names are reserved (`.invalid`); addresses are from the documentation 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 SENTINEL = '''
@@ -66,7 +64,7 @@ def sentinel(event, args):
 sys.addaudithook(sentinel)
 '''
 
-ENTRY_POINTS = '''
+ENTRY_POINTS = """
 import _socket
 import socket
 
@@ -164,7 +162,7 @@ def test_uninstalled_guard_lets_calls_through_to_the_sentinel():
     with NetworkGuard("guarded.").installed():
         pass
     _socket.getaddrinfo("unguarded.example.invalid", 443)
-'''
+"""
 
 
 def test_every_entry_point_is_guarded(pytester: pytest.Pytester) -> None:
@@ -173,9 +171,7 @@ def test_every_entry_point_is_guarded(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_entry_points=ENTRY_POINTS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
     result.assert_outcomes(passed=25, failed=1)
-    result.stdout.fnmatch_lines(
-        ["*SentinelReached: socket.getaddrinfo unguarded.example.invalid"]
-    )
+    result.stdout.fnmatch_lines(["*SentinelReached: socket.getaddrinfo unguarded.example.invalid"])
     log = pytester.path / "sentinel.log"
     # Only the control test, with no guard installed, ever reached the sentinel.
     assert log.read_text().splitlines() == ["socket.getaddrinfo unguarded.example.invalid"]
