@@ -40,6 +40,7 @@ from sakura_http._policy import (
     refuse_credentials,
     shown_header_value,
 )
+from sakura_http.cli import main
 from tests.cli_support import run, write_cassette
 from tests.drive import Driver
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
@@ -504,3 +505,17 @@ def test_diff_never_prints_a_credential_value(
         result = run(capsys, *argv)
         assert "x-goog-api-key" in result.out
         assert "AIzaSy" not in result.out + result.err
+
+
+def test_convert_drops_every_credential_header(tmp_path: Path) -> None:
+    source, target = tmp_path / "vcr.json", tmp_path / "out.jsonl"
+    request = {
+        "method": "GET",
+        "uri": URL,
+        "body": None,
+        "headers": {"X-Goog-Api-Key": ["AIzaSyFAKE-convert-0001"], "Accept": ["*/*"]},
+    }
+    response = {"status": {"code": 200}, "headers": {}, "body": {"string": ""}}
+    source.write_text(json.dumps({"interactions": [{"request": request, "response": response}]}))
+    assert main(["convert", str(source), str(target)]) == 0
+    assert b"AIzaSyFAKE" not in target.read_bytes()

@@ -41,7 +41,7 @@ from sakura_http._cassette import load_cassette
 
 LONG = os.environ.get("SAKURA_HTTP_LONG_TESTS") == "1"
 FUZZ_EXAMPLES = 15
-LONG_FUZZ_EXAMPLES = 100
+LONG_FUZZ_EXAMPLES = 300
 FUZZ = settings(
     max_examples=LONG_FUZZ_EXAMPLES if LONG else FUZZ_EXAMPLES,
     deadline=None,

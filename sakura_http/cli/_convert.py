@@ -33,11 +33,11 @@ import yaml
 from .._exceptions import BodyTooLargeError
 from .._format import Exchange, Headers, encode_exchange, encode_header
 from .._policy import (
-    CREDENTIAL_HEADERS,
     DEFAULT_MAX_BODY_BYTES,
     REDACTED,
     BodyDecoder,
     check_body_size,
+    is_credential_header,
 )
 
 __all__ = [
@@ -185,7 +185,7 @@ def _exchange(number: int, interaction: Any, result: ConvertResult) -> Exchange:
 
     headers: list[tuple[str, str]] = []
     for name, value in _headers(request.get("headers"), "request headers"):
-        if name in CREDENTIAL_HEADERS:
+        if is_credential_header(name):
             numbers = result.dropped_headers.setdefault(name, [])
             if not numbers or numbers[-1] != number:
                 numbers.append(number)
