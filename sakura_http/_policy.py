@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -51,6 +52,7 @@ __all__ = [
     "drop_secret_headers",
     "is_credential_header",
     "refuse_credentials",
+    "secrets_of",
     "shown_header_value",
 ]
 
@@ -203,13 +205,14 @@ def _base64_forms(data: bytes) -> set[str]:
 _URLSAFE = str.maketrans("+/", "-_")
 
 
-def _text_forms(secret: str) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _text_forms(secret: str) -> frozenset[str]:
     """Every form in which a server plausibly echoes `secret`, as text."""
     forms = {secret, *_url_forms(secret), *_json_forms(secret)}
     forms |= _base64_forms(secret.encode("utf-8"))
     with contextlib.suppress(UnicodeEncodeError):
         forms |= _base64_forms(secret.encode("latin-1"))
-    return forms
+    return frozenset(forms)
 
 
 def _encodings_of(charset: str | None) -> tuple[str, ...]:
@@ -273,6 +276,20 @@ def _replace_all(value: str, needles: Iterable[str], marker: str) -> str:
     return value
 
 
+def secrets_of(
+    headers: Iterable[tuple[str, str]], secret_headers: Collection[str]
+) -> frozenset[str]:
+    """The strings of the declared secret headers among `headers` that are searched for
+    (`_candidates`, at least 4 characters long)."""
+    found = {
+        candidate.strip()
+        for name, value in headers
+        if name in secret_headers
+        for candidate in _candidates(name, value)
+    }
+    return frozenset(s for s in found if len(s) >= _MIN_ECHO_LENGTH)
+
+
 class Redactor:
     """Replaces every value of a declared secret wherever something to be written echoes it.
 
@@ -291,12 +308,10 @@ class Redactor:
         secret_headers: Collection[str],
         extra: Iterable[str] = (),
     ) -> None:
-        secrets = set(extra)
-        for name, value in headers:
-            if name in secret_headers:
-                secrets.update(c.strip() for c in _candidates(name, value))
         #: The secret strings searched for (in all their forms), never shown anywhere.
-        self.secrets = frozenset(s for s in secrets if len(s) >= _MIN_ECHO_LENGTH)
+        self.secrets = secrets_of(headers, secret_headers) | frozenset(
+            s for s in extra if len(s) >= _MIN_ECHO_LENGTH
+        )
         self._needles = _needles(self.secrets) if self.secrets else None
 
     def __bool__(self) -> bool:
@@ -364,22 +379,29 @@ class Redactor:
 
 
 class SecretMemory:
-    """The declared secret values one session has seen, so that every later request's
-    redactor searches them too: a token echoed in a redirect's `location` must not reach the
+    """The declared secret values of a session's recent requests, so that the next requests'
+    redactors search them too: a token echoed in a redirect's `location` must not reach the
     next hop's recorded URL, even though the client drops `authorization` across origins.
-    Values are kept in memory only.  Thread-safe."""
+
+    Only the secrets of the last `REMEMBERED` requests that carried any are kept (a redirect
+    chain is short, and a signature that changes on every request must not grow the search
+    without bound).  Values are kept in memory only.  Thread-safe."""
+
+    REMEMBERED = 4
 
     def __init__(self, secret_headers: Collection[str]) -> None:
         self._secret_headers = secret_headers
-        self._seen: frozenset[str] = frozenset()
+        self._recent: collections.deque[frozenset[str]] = collections.deque(maxlen=self.REMEMBERED)
         self._lock = threading.Lock()
 
     def redactor(self, headers: Iterable[tuple[str, str]]) -> Redactor:
         """The redactor for a request with `headers`; remembers its secrets."""
+        own = secrets_of(headers, self._secret_headers)
         with self._lock:
-            redactor = Redactor(headers, self._secret_headers, self._seen)
-            self._seen = redactor.secrets
-        return redactor
+            remembered = frozenset().union(*self._recent)
+            if own and own not in self._recent:
+                self._recent.append(own)
+        return Redactor((), (), own | remembered)
 
 
 def charset_of(headers: Iterable[tuple[str, str]]) -> str | None:

@@ -234,6 +234,17 @@ def test_secret_memory_keeps_earlier_secrets() -> None:
     )
 
 
+def test_secret_memory_is_bounded() -> None:
+    # A signature that changes on every request must not grow the search without bound.
+    memory = SecretMemory(frozenset({"x-signature"}))
+    for n in range(SecretMemory.REMEMBERED + 1):
+        memory.redactor([("x-signature", f"signature-{n:04d}")])
+        memory.redactor([("x-signature", f"signature-{n:04d}")])  # the same request again
+    later = memory.redactor([])
+    assert later.text("signature-0000") == "signature-0000"
+    assert later.text("signature-0001") == "<redacted>"
+
+
 # --- through the transport --------------------------------------------------------------------
 
 
