@@ -41,6 +41,7 @@ __all__ = [
     "encode_header",
     "iter_lines",
     "parse_cassette",
+    "torn_tail",
 ]
 
 SCHEMA_VERSION = "1.0"
@@ -154,6 +155,15 @@ class _Bad(Exception):
     """A field problem inside one line; turned into CassetteFormatError with the line number."""
 
 
+def torn_tail(data: bytes) -> bytes:
+    """The torn last line of `data` (a crash mid-append): what follows the last newline when it
+    is not blank, else b"".  The one definition the loader, `lint`, `repair` and appending
+    share: blank space after the last newline is not torn (it reads as a blank line, and an
+    append starts a fresh line after it); a whitespace-only file is an empty cassette."""
+    tail = data[data.rfind(b"\n") + 1 :]
+    return tail if tail.strip() else b""
+
+
 def iter_lines(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """Yield `(line_number, line)` for every non-blank line of `data`.
 
@@ -167,7 +177,7 @@ def iter_lines(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int,
         number += 1
         newline = data.find(b"\n", start)
         if newline == -1:
-            if data[start:].strip():
+            if torn_tail(data[start:]):
                 raise CassetteFormatError(
                     path,
                     number,

@@ -30,6 +30,7 @@ import idna
 import orjson
 
 from ._format import Exchange, Headers
+from ._policy import shown_header_value
 from ._rules import Rules
 
 __all__ = [
@@ -55,6 +56,8 @@ DEFAULT_IGNORE_HEADERS = frozenset(
         "tracestate",
         "baggage",
         "x-stainless-*",
+        "idempotency-key",
+        "x-idempotency-key",
     }
 )
 
@@ -65,7 +68,10 @@ REDACTED = "<redacted>"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
+# but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
+# `%3Credacted%3E` a client sends after following a redacted redirect.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~<>")
 
 
 def _normalize_escape(match: re.Match[str]) -> str:
@@ -87,8 +93,8 @@ def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
     Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
-    default port is dropped, ``%xx`` escapes of unreserved characters are decoded and the others
-    upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
+    default port is dropped, ``%xx`` escapes of unreserved characters (and of ``<`` and ``>``)
+    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
     ``authorization`` header, which the safety rules govern.  The value of every query parameter
     named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
     repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
@@ -231,18 +237,30 @@ class MatchRules:
 # --- explaining a miss ----------------------------------------------------------------------
 
 
-def _header_differences(request: Headers, recorded: Headers) -> list[str]:
-    mine: dict[str, list[str]] = {}
-    theirs: dict[str, list[str]] = {}
-    for name, value in request:
-        mine.setdefault(name, []).append(value)
-    for name, value in recorded:
-        theirs.setdefault(name, []).append(value)
+def _by_name(headers: Headers) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in headers:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _differing_headers(request: Headers, recorded: Headers) -> list[str]:
+    mine, theirs = _by_name(request), _by_name(recorded)
+    return sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+
+
+def _shown(headers: Headers, secret: frozenset[str]) -> dict[str, list[str]]:
+    # A credential's value is never printed (`shown_header_value`): a miss goes to CI logs.
+    return {
+        n: [shown_header_value(n, v, secret) for v in vs] for n, vs in _by_name(headers).items()
+    }
+
+
+def _header_differences(request: Headers, recorded: Headers, secret: frozenset[str]) -> list[str]:
+    mine, theirs = _shown(request, secret), _shown(recorded, secret)
     out = []
-    for name in sorted(mine.keys() | theirs.keys()):
+    for name in _differing_headers(request, recorded):
         a, b = mine.get(name), theirs.get(name)
-        if a == b:
-            continue
         if b is None:
             out.append(f"header {name}: only in the request ({_short(', '.join(a or []))})")
         elif a is None:
@@ -311,7 +329,9 @@ def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> 
     if request_url != recorded_url:
         out.append(f"url: request {request_url}, recorded {recorded_url}")
     header_lines = _header_differences(
-        rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
+        rules.ordinary_headers(request.headers),
+        rules.ordinary_headers(exchange.headers),
+        rules.secret,
     )
     out.extend(header_lines)
     body_differs = rules.body(request.headers, request.body) != rules.body(
@@ -432,23 +452,48 @@ def _differing_json(
 _MISSING = object()
 
 
-def _rough_distance(request: RequestData, exchange: Exchange) -> tuple[int, int]:
-    # Cheap ordering for the scan; the exact differences are computed for the winners only.
-    path = request.url.split("?", 1)[0]
-    score = 0
-    if request.method.upper() != exchange.method.upper():
-        score += 4
-    if exchange.url != request.url:
-        score += 2 if exchange.url.split("?", 1)[0] == path else 8
-    score += exchange.body != request.body
-    return score, abs(len(exchange.url) - len(request.url))
+# Body similarity is computed for this many candidates at most, on at most this many lines (or
+# characters of a one-line body) of each, so explaining a miss stays fast at any size.
+_SIMILARITY_CANDIDATES = 50
+_SIMILARITY_LINES = 200
+_SIMILARITY_CHARS = 1024
+
+
+def _distance(key: MatchKey, other: MatchKey) -> tuple[bool, int]:
+    """(whether the method or the path differs, how many parts differ: the method, the URL,
+    each header name, the body)."""
+    method = other[0] != key[0]
+    path = other[1].split("?", 1)[0] != key[1].split("?", 1)[0]
+    parts = method + (other[1] != key[1]) + len(_differing_headers(key[2], other[2]))
+    return method or path, parts + (other[3] != key[3])
+
+
+def _similarity(request: RequestData, exchange: Exchange) -> float:
+    """How alike the two bodies are, 0 to 1 (JSON compared line by line, pretty-printed)."""
+    mine: Sequence[str] = _pretty(request.headers, request.body)[:_SIMILARITY_LINES]
+    theirs: Sequence[str] = _pretty(exchange.headers, exchange.body)[:_SIMILARITY_LINES]
+    if len(mine) == 1 and len(theirs) == 1:
+        mine, theirs = mine[0][:_SIMILARITY_CHARS], theirs[0][:_SIMILARITY_CHARS]
+    return difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio()
 
 
 def explain_miss(
     request: RequestData, exchanges: Sequence[Exchange], rules: MatchRules, limit: int = 3
 ) -> list[tuple[int, Exchange, list[str]]]:
-    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences)."""
+    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences).
+
+    Exchanges with the request's method and path come first, ranked by how many parts differ
+    (method, URL, each header, body), then by how similar their body is to the request's, then
+    by position in the cassette.
+    """
+    key = rules.key_of_request(request)
+    scored = sorted(
+        (*_distance(key, rules.key_of_exchange(exchange)), index)
+        for index, exchange in enumerate(exchanges)
+    )[:_SIMILARITY_CANDIDATES]
     ranked = sorted(
-        range(len(exchanges)), key=lambda i: (_rough_distance(request, exchanges[i]), i)
+        scored, key=lambda s: (s[0], s[1], -_similarity(request, exchanges[s[2]]), s[2])
     )
-    return [(i, exchanges[i], differences(request, exchanges[i], rules)) for i in ranked[:limit]]
+    return [
+        (i, exchanges[i], differences(request, exchanges[i], rules)) for _, _, i in ranked[:limit]
+    ]

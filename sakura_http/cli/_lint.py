@@ -5,7 +5,7 @@ Errors are problems that break replay or put a credential on disk:
 * a format or version error (with its line number), a torn last line, duplicate `id`s; a
   vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
 * credentials in the URL before the host (`user:password@`), which recording never writes;
-* a credential header (`CREDENTIAL_HEADERS`) in the recorded request headers;
+* a credential header (`is_credential_header`) in the recorded request headers;
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, decode_exchange, decode_header, iter_lines
-from .._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
+from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
 from ._foreign import sniff
 
 __all__ = [
@@ -202,7 +202,7 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
             mask(secret),
         )
     for name, value in exchange.headers:
-        if name in CREDENTIAL_HEADERS:
+        if is_credential_header(name):
             field = f"headers.{name}"
             credential_fields.add(field)
             add(
