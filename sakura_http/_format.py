@@ -11,8 +11,11 @@ Layout::
      "status":200,"response_headers":[...],"response_body":"..."}    <- one exchange per line
 
 A body that is not valid UTF-8 is stored base64-encoded under `body_b64` /
-`response_body_b64`.  Optional fields (`id`, `error`, `chunks`, `truncated`, `timings_ms`) follow
-the required ones; unknown fields that a later 1.x version may add are kept verbatim in
+`response_body_b64`.  Response header values are bytes on the wire: they are written as their
+UTF-8 text, or, when one of them is not valid UTF-8, all as their Latin-1 text with
+`"response_header_charset":"latin-1"` (a 1.x addition), so replay sends the very bytes recorded.
+Optional fields (`id`, `error`, `chunks`, `truncated`, `timings_ms`, `response_header_charset`)
+follow the required ones; unknown fields that a later 1.x version may add are kept verbatim in
 `Exchange.extra` and written back unchanged.
 """
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +42,8 @@ __all__ = [
     "decode_header",
     "encode_exchange",
     "encode_header",
+    "header_bytes",
+    "header_text",
     "iter_lines",
     "parse_cassette",
 ]
@@ -48,12 +53,15 @@ RERECORD_HINT = "re-record it with `pytest --record-all` (or delete it and run `
 
 Headers = tuple[tuple[str, str], ...]
 
+#: How response header values are spelled as text: UTF-8 unless a value is not valid UTF-8.
+_CHARSETS = ("utf-8", "latin-1")
+
 # The fields this version reads with meaning, in the order they are written.
 _KNOWN_FIELDS = frozenset(
     {
         "method", "url", "headers", "body", "body_b64",
         "status", "response_headers", "response_body", "response_body_b64",
-        "id", "error", "chunks", "truncated", "timings_ms",
+        "id", "error", "chunks", "truncated", "timings_ms", "response_header_charset",
     }
 )  # fmt: skip
 
@@ -73,7 +81,9 @@ class Exchange:
     Header names are lower-case; order and repeats are kept.  `status` is None only for a
     fault exchange (`error` set).  `chunks` holds the sizes of the chunks the response body
     arrived in, `timings_ms` their arrival offsets; `truncated` marks a stream the caller closed
-    before its end.  `extra` holds fields this version does not know, written back unchanged.
+    before its end.  `response_header_charset` says how the response header values spell their
+    bytes ("utf-8", or "latin-1" when one of them is not UTF-8; see `header_bytes`).  `extra`
+    holds fields this version does not know, written back unchanged.
     """
 
     method: str
@@ -88,6 +98,7 @@ class Exchange:
     chunks: tuple[int, ...] | None = None
     truncated: bool = False
     timings_ms: tuple[float, ...] | None = None
+    response_header_charset: str = "utf-8"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -98,6 +109,22 @@ class CassetteContent:
     header: dict[str, Any]
     exchanges: list[Exchange]
     line_numbers: list[int]
+
+
+def header_text(raw: Iterable[tuple[bytes, bytes]]) -> tuple[Headers, str]:
+    """Raw response header pairs as text, and the charset that spells them: UTF-8 when every
+    value is valid UTF-8 (the file stays readable), else Latin-1 for all (lossless for any bytes).
+    Names are lower-cased."""
+    pairs = [(name.decode("latin-1").lower(), value) for name, value in raw]
+    try:
+        return tuple((name, value.decode("utf-8")) for name, value in pairs), "utf-8"
+    except UnicodeDecodeError:
+        return tuple((name, value.decode("latin-1")) for name, value in pairs), "latin-1"
+
+
+def header_bytes(headers: Headers, charset: str) -> list[tuple[bytes, bytes]]:
+    """The bytes `header_text` was given back: what a replay sends."""
+    return [(name.encode("latin-1"), value.encode(charset)) for name, value in headers]
 
 
 # --- encoding -----------------------------------------------------------------------------
@@ -131,6 +158,14 @@ def encode_exchange(exchange: Exchange) -> bytes:
         obj["status"] = exchange.status
         obj["response_headers"] = exchange.response_headers
         _put_body(obj, "response_body", exchange.response_body)
+        if exchange.response_header_charset != "utf-8":
+            if exchange.response_header_charset not in _CHARSETS:
+                raise ValueError(
+                    f"response_header_charset must be one of {_CHARSETS}, "
+                    f"not {exchange.response_header_charset!r}"
+                )
+            header_bytes(exchange.response_headers, "latin-1")  # a value it cannot spell raises
+            obj["response_header_charset"] = exchange.response_header_charset
     if exchange.id is not None:
         obj["id"] = exchange.id
     if exchange.error is not None:
@@ -276,6 +311,21 @@ def _numbers(
     return tuple(value)
 
 
+def _check_latin1(charset: Any, headers: Headers) -> None:
+    if charset != "latin-1":
+        raise _Bad(
+            f"field 'response_header_charset' must be \"latin-1\" if present, not {charset!r}"
+        )
+    for name, value in headers:
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            raise _Bad(
+                f"response header {name!r} has a character outside Latin-1, which "
+                "'response_header_charset': 'latin-1' cannot spell"
+            ) from None
+
+
 def _exchange(obj: Any) -> Exchange:
     if not isinstance(obj, dict):
         raise _Bad(f"an exchange must be a JSON object, not {type(obj).__name__}")
@@ -301,6 +351,9 @@ def _exchange(obj: Any) -> Exchange:
             raise _Bad(f"field 'status' must be an HTTP status code, got {status!r}")
         response_headers = _headers(obj, "response_headers")
         response_body = _body(obj, "response_body")
+    charset = obj.get("response_header_charset", "utf-8")
+    if charset != "utf-8":
+        _check_latin1(charset, response_headers)
     exchange_id = obj.get("id")
     if exchange_id is not None and not isinstance(exchange_id, str):
         raise _Bad("field 'id' must be a string")
@@ -329,6 +382,7 @@ def _exchange(obj: Any) -> Exchange:
         chunks=chunks,
         truncated=truncated,
         timings_ms=timings,
+        response_header_charset=charset,
         extra={k: v for k, v in obj.items() if k not in _KNOWN_FIELDS},
     )
 

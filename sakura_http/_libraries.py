@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ._format import Exchange, FaultInfo
+from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
 from ._matching import RequestData
 from ._streams import ReplayStream, TeeStream
 
@@ -49,12 +49,16 @@ class HttpLibrary:
             port=port,
         )
 
+    def response_headers(self, response: Any) -> tuple[Headers, str]:
+        """A live response's headers as text and their charset, losslessly (see `header_text`)."""
+        return header_text(response.headers.raw)
+
     def response(self, exchange: Exchange, request: Any, stream: Any) -> Any:
-        """A response of this library carrying the recorded status and headers."""
+        """A response of this library carrying the recorded status and header bytes."""
         assert exchange.status is not None
         return self.module.Response(
             exchange.status,
-            headers=list(exchange.response_headers),
+            headers=header_bytes(exchange.response_headers, exchange.response_header_charset),
             stream=stream,
             request=request,
         )

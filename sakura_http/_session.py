@@ -261,14 +261,19 @@ class ResponseRecorder:
         self._redactor = Redactor(request.headers, session.secret_headers)
         self._started = time.monotonic()
         self._status = 0
+        self._charset = "utf-8"
         self._headers: Headers = ()
         self._decoder: BodyDecoder | None = None
         self._chunks: list[bytes] = []
         self._timings: list[float] = []
         self._decoding_done = False
 
-    def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+    def start(
+        self, status: int, headers: Sequence[tuple[str, str]], charset: str = "utf-8"
+    ) -> None:
+        """`charset` spells the header values' bytes (see `_format.header_text`)."""
         self._status = status
+        self._charset = charset
         self._headers = tuple((name.lower(), value) for name, value in headers)
         self._decoder = BodyDecoder(self._headers, self._session.max_body_bytes)
 
@@ -331,6 +336,7 @@ class ResponseRecorder:
             body=request.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,

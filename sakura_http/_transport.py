@@ -18,7 +18,7 @@ import httpx
 
 from ._core import RecordMode
 from ._exceptions import CassetteError, RecordingForbidden
-from ._format import Exchange
+from ._format import Exchange, header_bytes
 from ._libraries import HttpLibrary, library_of
 from ._matching import DEFAULT_IGNORE_HEADERS, RequestData
 from ._policy import DEFAULT_MAX_BODY_BYTES
@@ -197,7 +197,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     ) -> Any:
         """The outer transport answered: start recording.  With `stream_through`, return the
         response that tees the live stream to the caller; otherwise None (read it all first)."""
-        recorder.start(response.status_code, response.headers.multi_items())
+        headers, charset = library.response_headers(response)
+        recorder.start(response.status_code, headers, charset)
         if not self._stream_through:
             return None
         stream = library.tee_stream(
@@ -209,7 +210,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         )
         return library.module.Response(
             response.status_code,
-            headers=list(recorder.live_headers()),
+            headers=header_bytes(recorder.live_headers(), charset),
             stream=stream,
             request=request,
             extensions=response.extensions,
