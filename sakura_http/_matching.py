@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -50,6 +50,7 @@ DEFAULT_IGNORE_HEADERS = frozenset(
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
+_MEMO_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +93,10 @@ def _is_json(content_type: str) -> bool:
 
 def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The body as compared: canonical JSON, or multipart with its boundary replaced."""
+    if not body:
+        return body
     content_type = _content_type(headers)
-    if body and _is_json(content_type):
+    if _is_json(content_type):
         try:
             return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONDecodeError, TypeError):
@@ -110,6 +113,15 @@ class MatchRules:
 
     ignore: frozenset[str]
     secret: frozenset[str]
+    # A key is computed for every exchange when a cassette opens and for every request, over
+    # header lists that recur (one client, one set of headers): remember what each name and
+    # each header tuple came to.  Bounded, for clients that make up names or values.
+    _ignored_names: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _ordinary: dict[Headers, Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -118,9 +130,25 @@ class MatchRules:
 
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
+        if type(headers) is not tuple:
+            return self._ordinary_headers(headers)
+        ordinary = self._ordinary.get(headers)
+        if ordinary is None:
+            ordinary = self._ordinary_headers(headers)
+            if len(self._ordinary) < _MEMO_SIZE:
+                self._ordinary[headers] = ordinary
+        return ordinary
+
+    def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        known = self._ignored_names
         kept = []
         for name, value in headers:
-            if self._ignored(name):
+            ignored = known.get(name)
+            if ignored is None:
+                ignored = self._ignored(name)
+                if len(known) < _MEMO_SIZE:
+                    known[name] = ignored
+            if ignored:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)
@@ -130,7 +158,8 @@ class MatchRules:
         return tuple(sorted(kept))
 
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        digest = hashlib.blake2b(normalized_body(headers, body), digest_size=16).digest()
+        normalized = normalized_body(headers, body)
+        digest = hashlib.blake2b(normalized, digest_size=16).digest() if normalized else b""
         return (method.upper(), url, self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
