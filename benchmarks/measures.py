@@ -93,9 +93,9 @@ def recording(tool: str, path: str) -> Iterator[Any]:
             yield client
     elif tool == "vcrpy":
         vcr = import_peer(tool)
-        with vcr.VCR(record_mode="all").use_cassette(path, serializer=serializer_of(path)):
-            with httpx.Client() as client:
-                yield client
+        cassette = vcr.VCR(record_mode="all").use_cassette(path, serializer=serializer_of(path))
+        with cassette, httpx.Client() as client:
+            yield client
     elif tool == "cassetter":
         cassetter = import_peer(tool)
         with cassetter.use_cassette(path, record_mode="all"), httpx.Client() as client:
@@ -308,7 +308,7 @@ def import_time(tool: str) -> dict[str, Any]:
     before = set(sys.modules)
     started = time.perf_counter()
     if tool == "sakura-http":
-        import sakura_http  # noqa: F401
+        import sakura_http
         import sakura_http.pytest_plugin  # noqa: F401
     else:
         import_peer(tool)
