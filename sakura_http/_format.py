@@ -198,9 +198,9 @@ def iter_lines(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int,
     lines = data.split(b"\n")
     tail = lines.pop()  # what follows the last newline: nothing, unless a write was torn
     for number, line in enumerate(lines, 1):
-        if line.strip():
+        if line and not line.isspace():  # isspace() stops at the first byte of a JSON line
             yield number, line
-    if tail.strip():
+    if tail and not tail.isspace():
         raise CassetteFormatError(
             path,
             len(lines) + 1,

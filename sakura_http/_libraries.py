@@ -46,7 +46,7 @@ class HttpLibrary:
         return RequestData(
             method=request.method,
             url=canonical_url(str(request.url), secret_params),
-            headers=tuple((name.lower(), value) for name, value in request.headers.multi_items()),
+            headers=_request_headers(request.headers),
             body=request.content,
             host=host,
             port=port,
@@ -97,6 +97,16 @@ def _load(name: str) -> HttpLibrary:
         replay_stream=type("ReplayStream", (ReplayStream, *bases), {"__module__": __name__}),
         tee_stream=type("TeeStream", (TeeStream, *bases), {"__module__": __name__}),
     )
+
+
+def _request_headers(headers: Any) -> Headers:
+    """Request headers as text, as httpx presents them (`multi_items()`): ASCII when every byte
+    is, which is what nearly every request sends, decoded here without httpx's per-call guess."""
+    raw = headers.raw
+    try:
+        return tuple([(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw])
+    except UnicodeDecodeError:
+        return tuple((name.lower(), value) for name, value in headers.multi_items())
 
 
 _LIBRARIES: dict[str, HttpLibrary] = {}

@@ -82,7 +82,14 @@ def _ascii_host(host: str) -> str:
         return host.encode("idna").decode("ascii")
 
 
-@functools.lru_cache(maxsize=8192)
+# A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
+# no fragment); with the port and secret checks in `canonical_url` it skips parsing, which would
+# otherwise be most of the cost of indexing a large cassette or replaying one request.
+_PLAIN_URL = re.compile(
+    r"(https?)://[a-z0-9.-]+(?::([1-9][0-9]*))?(?:/[!-\x22$&->@-~]*)?(?:\?([!-\x22$&-~]*))?"
+)
+
+
 def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
@@ -93,6 +100,18 @@ def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
     repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
     """
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, port, query = plain.groups()
+        if (port is None or int(port) != _DEFAULT_PORTS[scheme]) and not (
+            query is not None and secret_params
+        ):
+            return url
+    return _canonical_url(url, secret_params)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, canonical_url
+from sakura_http._matching import _canonical_url
 
 
 @pytest.mark.parametrize(
@@ -66,3 +69,22 @@ def test_credentials_in_urls_never_reach_the_cassette(tmp_path: Path) -> None:
         with pytest.raises(Exception) as caught:
             client.get("https://api.example.test/x?key=ANOTHER-KEY-value&page=3")
         assert "ANOTHER-KEY-value" not in str(caught.value)
+
+
+# Pieces that meet every rule of canonicalization: case, escapes, ports, userinfo, fragments.
+_URL_PARTS = st.lists(
+    st.sampled_from(
+        ["http", "https", "HTTP", "://", "a", "B", "0", ".", "-", ":", "80", "443", "080", "8080",
+         "/", "?", "&", "=", "%", "%7e", "%2F", "#", "@", "~", " ", "\t", "é", "[::1]", "key"]
+    ),
+    max_size=14,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(url=_URL_PARTS | _URL_PARTS.map(lambda rest: "http://h.example" + rest))
+def test_the_plain_url_shortcut_agrees_with_full_canonicalization(url: str) -> None:
+    # canonical_url returns a URL that needs no change without parsing it: it must say exactly
+    # what the full canonicalization says, with and without secret query parameters.
+    for secrets in (frozenset(), DEFAULT_SECRET_QUERY_PARAMS):
+        assert canonical_url(url, secrets) == _canonical_url(url, secrets)
