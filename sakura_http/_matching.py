@@ -62,6 +62,7 @@ DEFAULT_IGNORE_HEADERS = frozenset(
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
+_MEMO_SIZE = 4096
 
 #: What a secret value is written as.
 REDACTED = "<redacted>"
@@ -88,17 +89,37 @@ def _ascii_host(host: str) -> str:
         return host.encode("idna").decode("ascii")
 
 
-@functools.lru_cache(maxsize=8192)
+# A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
+# no fragment); with the port and secret checks in `canonical_url` it skips parsing, which would
+# otherwise be most of the cost of indexing a large cassette or replaying one request.
+_PLAIN_URL = re.compile(
+    r"(https?)://[a-z0-9.-]+(?::([1-9][0-9]*))?(?:/[!-\x22$&->@-~]*)?(?:\?([!-\x22$&-~]*))?"
+)
+
+
 def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
     Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
     default port is dropped, ``%xx`` escapes of unreserved characters (and of ``<`` and ``>``)
-    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
-    ``authorization`` header, which the safety rules govern.  The value of every query parameter
-    named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
-    repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
+    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out:
+    httpx already sends it as an ``authorization`` header, which the safety rules govern.  The
+    value of every query parameter named in `secret_params` (case-insensitively) becomes
+    ``<redacted>``.  Path, query order and repeated parameters are kept as sent.  A URL that
+    cannot be parsed is returned unchanged.
     """
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, port, query = plain.groups()
+        if (port is None or int(port) != _DEFAULT_PORTS[scheme]) and not (
+            query is not None and secret_params
+        ):
+            return url
+    return _canonical_url(url, secret_params)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -164,8 +185,10 @@ def _is_json(content_type: str) -> bool:
 
 def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The body as compared: canonical JSON, or multipart with its boundary replaced."""
+    if not body:
+        return body
     content_type = _content_type(headers)
-    if body and _is_json(content_type):
+    if _is_json(content_type):
         try:
             return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONDecodeError, TypeError):
@@ -191,6 +214,15 @@ class MatchRules:
     secret_query: frozenset[str] = frozenset()
     #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
     rules: Rules = field(default_factory=Rules)
+    # A key is computed for every exchange when a cassette opens and for every request, over
+    # header lists that recur (one client, one set of headers): remember what each name and
+    # each header tuple came to.  Bounded, for clients that make up names or values.
+    _ignored_names: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _ordinary: dict[Headers, Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -199,9 +231,25 @@ class MatchRules:
 
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
+        if type(headers) is not tuple:
+            return self._ordinary_headers(headers)
+        ordinary = self._ordinary.get(headers)
+        if ordinary is None:
+            ordinary = self._ordinary_headers(headers)
+            if len(self._ordinary) < _MEMO_SIZE:
+                self._ordinary[headers] = ordinary
+        return ordinary
+
+    def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        known = self._ignored_names
         kept = []
         for name, value in headers:
-            if self._ignored(name):
+            ignored = known.get(name)
+            if ignored is None:
+                ignored = self._ignored(name)
+                if len(known) < _MEMO_SIZE:
+                    known[name] = ignored
+            if ignored:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)
@@ -224,7 +272,8 @@ class MatchRules:
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
         if self.rules:
             headers = self.rules.scrub_request_headers(headers)
-        digest = hashlib.blake2b(self.body(headers, body), digest_size=16).digest()
+        compared = self.body(headers, body)
+        digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
         return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:

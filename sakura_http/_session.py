@@ -482,6 +482,7 @@ class ResponseRecorder:
         self._redactor = user.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
+        self._charset = "utf-8"
         self._headers: Headers = ()
         self._decoder: BodyDecoder | None = None
         self._chunks: list[bytes] = []
@@ -489,8 +490,12 @@ class ResponseRecorder:
         self._decoding_done = False
         self._live: Exchange | None = None
 
-    def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+    def start(
+        self, status: int, headers: Sequence[tuple[str, str]], charset: str = "utf-8"
+    ) -> None:
+        """`charset` spells the header values' bytes (see `_format.header_text`)."""
         self._status = status
+        self._charset = charset
         self._headers = tuple((name.lower(), value) for name, value in headers)
         self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
@@ -567,6 +572,7 @@ class ResponseRecorder:
             body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,
@@ -579,6 +585,7 @@ class ResponseRecorder:
             body=request.body,
             status=self._status,
             response_headers=self._stored_headers(len(live_body), truncated),
+            response_header_charset=self._charset,
             response_body=live_body,
             chunks=live_chunks if len(live_chunks) > 1 else None,
             truncated=truncated,
