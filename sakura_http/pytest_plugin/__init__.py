@@ -34,9 +34,9 @@ from .._advice import Advice
 from .._config import CassetteConfig
 from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
-from .._rules import Rules
 from .._format import Exchange
 from .._libraries import library_of
+from .._rules import Rules
 from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
