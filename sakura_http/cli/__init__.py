@@ -266,6 +266,11 @@ def _diff_inputs(args: argparse.Namespace) -> tuple[CassetteContent, CassetteCon
                 "name two cassettes (diff OLD NEW), or a git revision and a cassette "
                 "(diff HEAD -- PATH, or diff --git HEAD PATH); see `sakura-http diff --help`"
             )
+        if not Path(args.old).exists() and Path(args.new).is_file():
+            raise _UsageError(
+                f"{args.old}: no such file; to compare {args.new} with the git revision "
+                f"{args.old}, run `sakura-http diff {args.old} -- {args.new}`"
+            )
         return _load(Path(args.old)), _load(Path(args.new))
     if len(paths) != 1:
         raise _UsageError("name exactly one cassette after `--`: diff REV -- PATH")
