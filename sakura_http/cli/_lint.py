@@ -5,7 +5,8 @@ Errors are problems that break replay or put a credential on disk:
 * a format or version error (with its line number), a torn last line, duplicate `id`s; a
   vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
 * credentials in the URL before the host (`user:password@`), which recording never writes;
-* a credential header (`CREDENTIAL_HEADERS`) in the recorded request headers;
+* a credential header in the recorded request headers: one recording would refuse unless it
+  is declared secret (`credential_headers`, which asks the recording rules themselves);
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -29,15 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .._exceptions import CassetteFormatError
-from .._format import Exchange, decode_exchange, decode_header, iter_lines
-from .._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES, REDACTED
+from .._exceptions import CassetteFormatError, CredentialHeaderError
+from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
+from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, refuse_credentials
 from ._foreign import sniff
 
 __all__ = [
     "SECRET_SHAPES",
     "Finding",
     "SecretShape",
+    "credential_headers",
     "find_secrets",
     "lint_bytes",
     "lint_exchange",
@@ -149,6 +151,22 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
 _USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@]*)@")
 
 
+def credential_headers(headers: Headers) -> list[str]:
+    """The names among `headers` that recording refuses unless they are declared secret, asked
+    of the recording rules themselves (`refuse_credentials`), so neither lint nor convert keeps
+    a list of its own."""
+    found: list[str] = []
+    while True:
+        try:
+            refuse_credentials(headers, frozenset(found))
+        except CredentialHeaderError as exc:
+            if exc.header in found:  # pragma: no cover - the rules refused a declared header
+                raise
+            found.append(exc.header)
+        else:
+            return found
+
+
 def mask(secret: str) -> str:
     """A safe excerpt of `secret`: at most its first 8 characters (a quarter of it, for short
     values) and its length, so a reader can find it without the value being repeated."""
@@ -201,8 +219,9 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
             "url",
             mask(secret),
         )
+    credentials = set(credential_headers(exchange.headers))
     for name, value in exchange.headers:
-        if name in CREDENTIAL_HEADERS:
+        if name in credentials:
             field = f"headers.{name}"
             credential_fields.add(field)
             add(
