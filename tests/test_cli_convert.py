@@ -429,9 +429,9 @@ def test_echoes_of_dropped_credentials_are_redacted_as_recording_does(
     seen: list[bytes] = []
     engine_body = Redactor.body
 
-    def spy(self: Redactor, body: bytes) -> bytes:
+    def spy(self: Redactor, body: bytes, *args: Any, **kwargs: Any) -> bytes:
         seen.append(body)
-        return engine_body(self, body)
+        return engine_body(self, body, *args, **kwargs)
 
     monkeypatch.setattr(Redactor, "body", spy)
     token = "tok_live_5f2b9c1d7e3a"

@@ -5,8 +5,8 @@ Errors are problems that break replay or put a credential on disk:
 * a format or version error (with its line number), a torn last line, duplicate `id`s; a
   vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
 * credentials in the URL before the host (`user:password@`), which recording never writes;
-* a credential header in the recorded request headers: one recording would refuse unless it
-  is declared secret (`credential_headers`, which asks the recording rules themselves);
+* a credential header in the recorded request headers (`is_credential_header`, the rule
+  recording applies);
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .._exceptions import CassetteFormatError, CredentialHeaderError
+from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
-from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, refuse_credentials
+from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
 from ._foreign import sniff
 
 __all__ = [
@@ -152,19 +152,10 @@ _USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@]*)@")
 
 
 def credential_headers(headers: Headers) -> list[str]:
-    """The names among `headers` that recording refuses unless they are declared secret, asked
-    of the recording rules themselves (`refuse_credentials`), so neither lint nor convert keeps
-    a list of its own."""
-    found: list[str] = []
-    while True:
-        try:
-            refuse_credentials(headers, frozenset(found))
-        except CredentialHeaderError as exc:
-            if exc.header in found:  # pragma: no cover - the rules refused a declared header
-                raise
-            found.append(exc.header)
-        else:
-            return found
+    """The names among `headers` that recording refuses unless they are declared secret
+    (`is_credential_header`, the recording rule itself), in order, each once; lint and convert
+    keep no list of their own."""
+    return [name for name in dict.fromkeys(n for n, _ in headers) if is_credential_header(name)]
 
 
 def mask(secret: str) -> str:
