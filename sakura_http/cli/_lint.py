@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
 from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
@@ -131,11 +132,12 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         "basic auth credentials",
         re.compile(r"(?i)\bbasic\s+(?P<secret>(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
     ),
-    # Credentials by name: recording writes these as <redacted>, which these never match.
+    # Credentials by name (the names recording redacts by default): recording writes them as
+    # <redacted>, which these never match.
     SecretShape(
         "a credential query parameter",
         re.compile(
-            r"(?i)[?&;](?:key|api_key|apikey|access_token|token|client_secret|sig|signature)="
+            rf"(?i)[?&;](?:{'|'.join(sorted(map(re.escape, DEFAULT_SECRET_QUERY_PARAMS)))})="
             r"(?P<secret>(?!%3Credacted%3E)[^&#\s\"'<>]+)"
         ),
     ),
