@@ -30,6 +30,7 @@ from .._format import CassetteContent, Exchange, Headers
 from ._convert import VcrImportError, convert_vcr_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._lint import Finding, lint_file
+from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
 
 __all__ = ["main"]
@@ -397,6 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
         "refuse anything else.",
     )
     repair.add_argument("cassette", metavar="CASSETTE")
+
+    add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
     return parser
 
 

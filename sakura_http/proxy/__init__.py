@@ -40,7 +40,14 @@ from .._streams import DEFAULT_CHUNK_SIZE
 from ._ca import CertificateAuthority, default_ca_dir
 from ._server import ProxyServer
 
-__all__ = ["DEFAULT_LISTEN", "Proxy", "default_ca_dir", "run", "serve"]
+__all__ = [
+    "DEFAULT_LISTEN",
+    "CertificateAuthority",
+    "Proxy",
+    "default_ca_dir",
+    "run",
+    "serve",
+]
 
 logger = logging.getLogger("sakura_http.proxy")
 

@@ -87,6 +87,8 @@ ERROR_NAMES: Mapping[type[BaseException], str] = {
 #: Largest request head (request line and headers) accepted; larger ones answer 431.
 MAX_HEAD_BYTES = 64 * 1024
 _READ_SIZE = 65_536
+_LINGER_SECONDS = 2.0
+_LINGER_BYTES = 16 * 1024 * 1024
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
 _BODILESS_STATUSES = frozenset({204, 304})
@@ -241,6 +243,18 @@ class _Wire:
                 self.h11.send_failed()
                 raise _ClientGone(str(exc) or type(exc).__name__) from None
 
+    async def linger(self) -> None:
+        """Close gently after an early answer: stop sending, then read and drop what the client
+        still sends (briefly, bounded), so closing with unread data does not reset the
+        connection before the client has read the answer."""
+        with contextlib.suppress(Exception):
+            await self.stream.send_eof()
+        with anyio.move_on_after(_LINGER_SECONDS):
+            left = _LINGER_BYTES
+            with contextlib.suppress(Exception):
+                while left > 0:
+                    left -= len(await self.stream.receive(_READ_SIZE))
+
     def reusable(self) -> bool:
         return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
 
@@ -276,17 +290,19 @@ class ProxyServer:
         self._latency = replay_latency
         self._chunk_size = replay_chunk_size
         self._shutdown_timeout = shutdown_timeout
-        self._stop = anyio.Event()
+        # Events belong to the event loop that runs the server: made in run().
+        self._stop: anyio.Event | None = None
+        self._drained: anyio.Event | None = None
         self._stopping = False
         self._idle: set[anyio.CancelScope] = set()
         self._active = 0
-        self._drained = anyio.Event()
         self._outer: httpx.AsyncHTTPTransport | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Ask `run()` to shut down gracefully (call it from the server's event loop)."""
+        assert self._stop is not None, "run() first"
         self._stop.set()
 
     async def run(
@@ -297,20 +313,22 @@ class ProxyServer:
         task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
         """Listen on `host`:`port` (0 picks a free port, reported through `task_status`)."""
+        stop = self._stop = anyio.Event()
+        drained = self._drained = anyio.Event()
         listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
         self._outer = httpx.AsyncHTTPTransport(verify=self._verify, retries=0)
         try:
             async with anyio.create_task_group() as connections:
                 accepting = await connections.start(self._accept, listener, connections)
                 task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
-                await self._stop.wait()
+                await stop.wait()
                 self._stopping = True
                 accepting.cancel()
                 for scope in list(self._idle):
                     scope.cancel()
                 with anyio.move_on_after(self._shutdown_timeout):
                     if self._active:
-                        await self._drained.wait()
+                        await drained.wait()
                 if self._active:
                     logger.warning(
                         "sakura-http proxy: %d exchange(s) still running after %.0f s; "
@@ -348,7 +366,7 @@ class ProxyServer:
             logger.exception("sakura-http proxy: connection from %s failed", peer)
         finally:
             self._active -= 1
-            if self._stopping and not self._active:
+            if self._stopping and not self._active and self._drained is not None:
                 self._drained.set()
 
     # --- HTTP/1.1 -----------------------------------------------------------------------------
@@ -377,7 +395,11 @@ class ProxyServer:
             except h11.RemoteProtocolError as exc:
                 await self._bad_input(wire, exc)
                 return
-            if self._stopping or not wire.reusable():
+            if not wire.reusable():
+                if wire.h11.their_state is h11.SEND_BODY:  # answered before the body was read
+                    await wire.linger()
+                return
+            if self._stopping:
                 return
             wire.h11.start_next_cycle()
 
@@ -387,6 +409,7 @@ class ProxyServer:
         if wire.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError, _ClientGone):
                 await self._answer(wire, status, "bad-request", f"bad request: {exc}\n")
+                await wire.linger()
 
     async def _answer(self, wire: _Wire, status: int, name: str, text: str) -> None:
         body = text.encode("utf-8")
