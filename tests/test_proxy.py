@@ -223,9 +223,11 @@ async def test_stream_through_hands_chunks_on_while_recording(
 ) -> None:
     cassette = tmp_path / "tee.jsonl"
     with serve(cassette, upstream=upstream.url, mode="new_episodes", stream_through=True) as proxy:
-        async with httpx.AsyncClient(base_url=proxy.url, timeout=HANG_GUARD) as http:
-            async with http.stream("GET", "/sse?n=3") as response:
-                chunks = [chunk async for chunk in response.aiter_raw()]
+        async with (
+            httpx.AsyncClient(base_url=proxy.url, timeout=HANG_GUARD) as http,
+            http.stream("GET", "/sse?n=3") as response,
+        ):
+            chunks = [chunk async for chunk in response.aiter_raw()]
     assert chunks == sse_events(3)
     (line,) = exchanges(cassette)
     assert line["chunks"] == [len(e) for e in sse_events(3)]
@@ -291,17 +293,19 @@ def test_keep_alive_serves_many_requests_on_one_connection(
 
 def test_chunked_request_body_and_expect_100_continue(tmp_path: Path, upstream: Upstream) -> None:
     cassette = tmp_path / "upload.jsonl"
-    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
-            sock.sendall(
-                b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-                b"Expect: 100-continue\r\nConnection: close\r\n\r\n"
-            )
-            assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
-            sock.sendall(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
-            answer = b""
-            while chunk := sock.recv(65536):
-                answer += chunk
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Expect: 100-continue\r\nConnection: close\r\n\r\n"
+        )
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
     assert answer.startswith(b"HTTP/1.1 200")
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["body"] == "hello world"
     (line,) = exchanges(cassette)
@@ -318,13 +322,14 @@ def test_dozens_of_simultaneous_clients(tmp_path: Path, upstream: Upstream) -> N
         with client(proxy.url) as http:
             return http.get(f"/v1/{n}").json()["path"]
 
-    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            assert sorted(pool.map(one, range(count))) == sorted(f"/v1/{n}" for n in range(count))
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        ThreadPoolExecutor(max_workers=count) as pool,
+    ):
+        assert sorted(pool.map(one, range(count))) == sorted(f"/v1/{n}" for n in range(count))
     assert len(exchanges(cassette)) == count
-    with serve(cassette, upstream=upstream.url) as proxy:
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            assert len(list(pool.map(one, range(count)))) == count
+    with serve(cassette, upstream=upstream.url) as proxy, ThreadPoolExecutor(count) as pool:
+        assert len(list(pool.map(one, range(count)))) == count
     assert len(upstream.requests) == count
 
 
