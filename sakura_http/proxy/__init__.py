@@ -318,23 +318,40 @@ def run(
 ) -> None:
     """Serve `cassette` in the foreground until SIGINT or SIGTERM, then shut down gracefully.
 
-    Takes the options of `serve()`; `on_ready(proxy)` is called once the proxy listens.
+    Takes the options of `serve()`; `on_ready(proxy)` is called once the proxy listens.  The
+    first signal stops accepting connections and lets exchanges in flight finish (for up to
+    `shutdown_timeout` seconds), then closes the cassette: in mode "all" the fresh recording
+    replaces the old file.  A second signal stops at once and leaves the old file in place.
     """
     prepared = _prepare(cassette, _Options(**options))
 
     async def main() -> None:
         server = prepared.server
-        async with anyio.create_task_group() as group:
-            port = await group.start(server.run, prepared.host, prepared.port)
-            if on_ready is not None:
-                on_ready(prepared.proxy(port))
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        # Signals are caught before the ready line: a script may stop the proxy at once.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as group:
+
+                async def serve_then_stop(*, task_status: Any) -> None:
+                    await server.run(prepared.host, prepared.port, task_status=task_status)
+                    group.cancel_scope.cancel()  # done: stop watching for signals
+
+                port = await group.start(serve_then_stop)
+                if on_ready is not None:
+                    on_ready(prepared.proxy(port))
+                stopping = False
                 async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if stopping:  # a second signal: stop now, and keep the old cassette
+                        logger.warning("sakura-http proxy: %s again: stopping now", name)
+                        group.cancel_scope.cancel()
+                        break
+                    stopping = True
                     logger.warning(
-                        "sakura-http proxy: %s: finishing exchanges in flight, then stopping",
-                        signal.Signals(signum).name,
+                        "sakura-http proxy: %s: finishing exchanges in flight, then stopping "
+                        "(%s again stops at once)",
+                        name,
+                        name,
                     )
                     server.stop()
-                    break
 
     anyio.run(main)
