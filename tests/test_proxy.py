@@ -522,3 +522,103 @@ def test_a_non_loopback_listen_address_warns(
         # Nothing is bound here: _prepare only checks the address.
         _prepare(tmp_path / "a.jsonl", _Options(upstream="http://127.0.0.1:9", listen="0.0.0.0:0"))
     assert "anyone who can reach it can replay the cassette" in caplog.text
+
+
+# --- options shared with RecordingTransport ---------------------------------------------------
+
+
+def test_record_timings_and_replay_latency(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "timed.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes", record_timings=True) as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/sse?n=3")
+    (line,) = exchanges(cassette)
+    assert len(line["timings_ms"]) == 3
+    with (
+        serve(cassette, upstream=upstream.url, replay_latency=0.5) as proxy,
+        client(proxy.url) as http,
+        http.stream("GET", "/sse?n=3") as response,
+    ):
+        assert list(response.iter_raw()) == sse_events(3)
+
+
+def test_record_errors_replays_the_recorded_failure(tmp_path: Path) -> None:
+    cassette = tmp_path / "fault.jsonl"
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{unused.getsockname()[1]}"
+        with (
+            serve(cassette, upstream=down, mode="new_episodes", record_errors=True) as proxy,
+            client(proxy.url) as http,
+        ):
+            live = http.get("/v1/x")
+        with serve(cassette, upstream=down) as proxy, client(proxy.url) as http:
+            replayed = http.get("/v1/x")
+    (line,) = exchanges(cassette)
+    assert line["error"]["type"] == "ConnectError"
+    _assert_error(live, "upstream", "ConnectError")
+    _assert_error(replayed, "upstream", "the recorded upstream request failed: ConnectError")
+
+
+def test_upstream_tls_is_verified(tmp_path: Path) -> None:
+    with start_upstream(tls=True, folder=tmp_path) as upstream:
+        with (
+            serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes") as proxy,
+            client(proxy.url) as http,
+        ):
+            refused = http.get("/v1/x")  # the trustme CA is not one of the system's
+        with (
+            serve(
+                tmp_path / "a.jsonl",
+                upstream=upstream.url,
+                mode="new_episodes",
+                verify=upstream.ca_file,
+            ) as proxy,
+            client(proxy.url) as http,
+        ):
+            assert http.get("/v1/x").json()["path"] == "/v1/x"
+    _assert_error(refused, "upstream", "CERTIFICATE_VERIFY_FAILED")
+    assert len(exchanges(tmp_path / "a.jsonl")) == 1
+
+
+def test_a_client_leaving_a_stream_through_records_it_truncated(tmp_path: Path) -> None:
+    from tests.servers import sse_event, start_stream_server
+
+    cassette = tmp_path / "left.jsonl"
+    with start_stream_server() as server:
+        with (
+            serve(cassette, upstream=server.url, mode="new_episodes", stream_through=True) as proxy,
+            client(proxy.url) as http,
+            http.stream("GET", "/sse/endless?gap_ms=20") as response,
+        ):
+            stream = response.iter_raw()
+            first = [next(stream), next(stream)]
+        assert first == [sse_event(1), sse_event(2)]
+    (line,) = exchanges(cassette)
+    assert line["truncated"] is True
+    assert line["response_body"].startswith((sse_event(1) + sse_event(2)).decode())
+
+
+def test_shutdown_waits_a_bounded_time(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "stuck.jsonl"
+    failures: list[BaseException] = []
+
+    def stuck_client(url: str) -> None:
+        with client(url) as http:
+            try:
+                http.get("/wait")
+            except httpx.HTTPError as exc:
+                failures.append(exc)
+
+    with serve(cassette, upstream=upstream.url, mode="new_episodes", shutdown_timeout=0.2) as proxy:
+        thread = threading.Thread(target=stuck_client, args=(proxy.url,))
+        thread.start()
+        while not upstream.requests:
+            threading.Event().wait(0.01)
+    # The block ended although the upstream never answered: the exchange was cancelled.
+    upstream.release.set()
+    thread.join(HANG_GUARD)
+    assert isinstance(failures[0], httpx.RemoteProtocolError)
+    assert not cassette.exists() or exchanges(cassette) == []
