@@ -20,7 +20,7 @@ import httpx
 import httpx_sse
 import pytest
 
-from sakura_http import RecordingTransport
+from sakura_http import CassetteMiss, RecordingTransport
 from sakura_http.proxy import serve
 from sakura_http.proxy._server import client_headers, forwarded_headers, recorded_headers
 from tests.proxy_support import HANG_GUARD, Upstream, sse_events, start_upstream
@@ -355,8 +355,12 @@ def test_a_miss_answers_502_with_the_cassette_miss_text(
     ):
         http.get("/v1/recorded")
     with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        assert [e.url for e in proxy.unplayed()] == [f"{upstream.url}/v1/recorded"]
         response = http.get("/v1/other")
         assert http.get("/v1/recorded").status_code == 200  # the connection still serves
+        assert proxy.unplayed() == [] and proxy.appended == 0
+        (miss,) = proxy.raised
+    assert isinstance(miss, CassetteMiss) and miss.url == f"{upstream.url}/v1/other"
     _assert_error(
         response,
         "miss",

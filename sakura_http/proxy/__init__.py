@@ -22,7 +22,7 @@ import os
 import signal
 import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,8 @@ import anyio.from_thread
 import httpx
 
 from .._core import RecordMode
-from .._exceptions import ConfigurationError
+from .._exceptions import CassetteError, ConfigurationError
+from .._format import Exchange
 from .._hosts import split_host_entry
 from .._matching import DEFAULT_IGNORE_HEADERS
 from .._policy import DEFAULT_MAX_BODY_BYTES
@@ -62,16 +63,37 @@ class Proxy:
 
     `url` is its address (``http://127.0.0.1:PORT``); in forward mode `ca_cert` is the CA
     certificate clients must trust (None in reverse mode).  `env()` gives the environment
-    variables that send a subprocess through the proxy.
+    variables that send a subprocess through the proxy.  Like a `RecordingTransport`, it
+    tells what happened: `appended`, `unplayed()`, and `raised`, every `CassetteError` it
+    answered with a 502 (a client may have ignored the answer; a test should not).
     """
 
     url: str
     host: str
     port: int
-    cassette: Path
-    mode: RecordMode
+    path: str
     upstream: str | None
     ca_cert: Path | None
+    _server: ProxyServer = field(repr=False)
+
+    @property
+    def mode(self) -> RecordMode:
+        """The effective mode (after ``SAKURA_HTTP_RECORD``)."""
+        return self._server.session.mode
+
+    @property
+    def appended(self) -> int:
+        """How many exchanges the proxy has written."""
+        return self._server.session.appended
+
+    @property
+    def raised(self) -> list[CassetteError]:
+        """Every `CassetteError` the proxy answered with a 502, in order."""
+        return self._server.raised
+
+    def unplayed(self) -> list[Exchange]:
+        """Recorded exchanges that no request has played yet, in cassette order."""
+        return self._server.session.unplayed()
 
     def env(self) -> dict[str, str]:
         """Variables for a subprocess (``env={**os.environ, **proxy.env()}``).
@@ -231,10 +253,10 @@ def _prepare(cassette: str | os.PathLike[str], options: _Options) -> _Prepared:
             url=f"http://{shown}:{bound}",
             host=host,
             port=bound,
-            cassette=Path(cassette),
-            mode=session.mode,
+            path=str(session.path),
             upstream=str(upstream_url) if upstream_url is not None else None,
             ca_cert=ca.cert_path if ca is not None else None,
+            _server=server,
         )
 
     return _Prepared(server, host, port, proxy)

@@ -297,6 +297,8 @@ class ProxyServer:
         self._idle: set[anyio.CancelScope] = set()
         self._active = 0
         self._outer: httpx.AsyncHTTPTransport | None = None
+        #: Every `CassetteError` answered with a 502, in order.
+        self.raised: list[CassetteError] = []
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -425,6 +427,8 @@ class ProxyServer:
 
     async def _fail(self, wire: _Wire, method: str, url: str, exc: BaseException) -> None:
         """Answer 502 for `exc`, with its name and message, and log it."""
+        if isinstance(exc, CassetteError):
+            self.raised.append(exc)
         name = error_name(exc)
         text = str(exc) or type(exc).__name__
         if isinstance(exc, httpx.TransportError):
