@@ -366,6 +366,7 @@ def test_a_miss_answers_502_with_the_cassette_miss_text(
         "miss",
         f"GET {upstream.url}/v1/other is not in the cassette",
         f"#1 GET {upstream.url}/v1/recorded",
+        'pass mode="new_episodes" to serve()',  # advice worded for serve()
     )
     assert "is not in the cassette" in caplog.text
     assert len(upstream.requests) == 1
@@ -380,7 +381,12 @@ def test_credentials_are_refused_before_anything_is_sent(
         client(proxy.url) as http,
     ):
         response = http.get("/v1/me", headers={"authorization": "Bearer sk-live-123456"})
-    _assert_error(response, "credential", "header authorization belongs in secret_headers")
+    _assert_error(
+        response,
+        "credential",
+        "header authorization belongs in secret_headers",
+        'serve(..., secret_headers=["authorization"])',
+    )
     assert upstream.requests == []
     assert not cassette.exists()
 
@@ -512,20 +518,38 @@ def test_mode_all_replaces_the_cassette_on_a_clean_shutdown(
     assert [e["url"] for e in exchanges(cassette)] == [f"{upstream.url}/v1/new"]
 
 
-def test_a_non_loopback_listen_address_warns(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_mode_all_keeps_the_old_cassette_when_the_block_fails(
+    tmp_path: Path, upstream: Upstream
 ) -> None:
-    from sakura_http.proxy import _Options, _prepare
+    cassette = tmp_path / "failed.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/old")
+    old = cassette.read_bytes()
+    with (
+        pytest.raises(RuntimeError, match="the test failed"),
+        serve(cassette, upstream=upstream.url, mode="all") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/new")
+        raise RuntimeError("the test failed")
+    assert cassette.read_bytes() == old
+    assert not (tmp_path / "failed.jsonl.recording").exists()
+
+
+def test_a_non_loopback_listen_address_warns(caplog: pytest.LogCaptureFixture) -> None:
+    from sakura_http.proxy import _listen_address
 
     with caplog.at_level(logging.WARNING, "sakura_http.proxy"):
-        _prepare(tmp_path / "a.jsonl", _Options(upstream="http://127.0.0.1:9", listen="[::1]:0"))
-        _prepare(
-            tmp_path / "a.jsonl", _Options(upstream="http://127.0.0.1:9", listen="localhost:0")
-        )
+        assert _listen_address("[::1]:0", "a.jsonl") == ("::1", 0)
+        assert _listen_address("localhost:8080", "a.jsonl") == ("localhost", 8080)
+        assert _listen_address("127.0.0.2", "a.jsonl") == ("127.0.0.2", 0)
         assert caplog.text == ""
-        # Nothing is bound here: _prepare only checks the address.
-        _prepare(tmp_path / "a.jsonl", _Options(upstream="http://127.0.0.1:9", listen="0.0.0.0:0"))
-    assert "anyone who can reach it can replay the cassette" in caplog.text
+        # Nothing is bound here: the address is only checked.
+        assert _listen_address("0.0.0.0:0", "a.jsonl") == ("0.0.0.0", 0)
+    assert "anyone who can reach it can replay the cassette a.jsonl" in caplog.text
 
 
 # --- options shared with RecordingTransport ---------------------------------------------------

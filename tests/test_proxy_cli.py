@@ -90,6 +90,7 @@ def test_record_with_the_command_then_replay_offline(
     assert replayed.content == live.content
     assert missed.status_code == 502 and missed.headers["x-sakura-http-error"] == "miss"
     assert f"GET {upstream.url}/v1/other is not in the cassette" in err  # logged on stderr
+    assert "restart the proxy with `--mode new_episodes`" in missed.text
     assert len(upstream.requests) == 1
 
 

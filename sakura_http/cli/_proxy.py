@@ -49,10 +49,9 @@ def _proxy(args: argparse.Namespace) -> int:
 
     _log_to_stderr()
 
-    def ready(running: Any) -> None:
+    def ready(url: str, mode: Any) -> None:
         sys.stdout.write(
-            f"sakura-http proxy listening on {running.url} "
-            f"(mode {running.mode.value}, cassette {args.cassette})\n"
+            f"sakura-http proxy listening on {url} (mode {mode.value}, cassette {args.cassette})\n"
         )
         sys.stdout.flush()
 

@@ -50,7 +50,7 @@ from .._hosts import split_host_entry
 from .._libraries import library_of
 from .._matching import RequestData
 from .._policy import check_body_size
-from .._session import CassetteSession, Plan, ResponseRecorder
+from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream
 from ._ca import CertificateAuthority
 
@@ -265,30 +265,24 @@ class ProxyServer:
     `upstream` (reverse mode) is the base URL requests are sent and recorded under; None is
     forward mode, where `ca` intercepts ``CONNECT`` tunnels.  `run()` serves on an anyio event
     loop; on `stop()` it stops accepting, closes idle connections, lets exchanges in flight
-    finish for up to `shutdown_timeout` seconds (then cancels them), closes the session (in
-    mode "all" this replaces the cassette) and returns.  If serving fails, the session is not
-    closed, so a re-recording never replaces the old cassette.
+    finish for up to `shutdown_timeout` seconds (then cancels them) and returns.  The caller
+    owns `user` and closes it afterwards (``failed=True`` unless `run()` returned normally).
     """
 
     def __init__(
         self,
-        session: CassetteSession,
+        user: CassetteUser,
         *,
         upstream: httpx.URL | None,
         ca: CertificateAuthority | None,
         verify: ssl.SSLContext | bool,
-        stream_through: bool,
-        replay_latency: float,
-        replay_chunk_size: int,
         shutdown_timeout: float,
     ) -> None:
-        self.session = session
+        self.user = user
+        self.config = user.config
         self.upstream = upstream
         self.ca = ca
         self._verify = verify
-        self._stream_through = stream_through
-        self._latency = replay_latency
-        self._chunk_size = replay_chunk_size
         self._shutdown_timeout = shutdown_timeout
         # Events belong to the event loop that runs the server: made in run().
         self._stop: anyio.Event | None = None
@@ -343,7 +337,6 @@ class ProxyServer:
             with anyio.CancelScope(shield=True):
                 await listener.aclose()
                 await self._outer.aclose()
-        await anyio.to_thread.run_sync(self.session.close)
 
     async def _accept(
         self,
@@ -462,7 +455,7 @@ class ProxyServer:
         return url
 
     async def _read_body(self, wire: _Wire, request: h11.Request) -> bytes:
-        limit = self.session.max_body_bytes
+        limit = self.config.max_body_bytes
         for name, value in request.headers:
             if name == b"content-length" and value.isdigit():
                 check_body_size(int(value), limit, "request")
@@ -505,13 +498,13 @@ class ProxyServer:
             extensions={"timeout": _UPSTREAM_TIMEOUT},
         )
         head = method == "HEAD"
-        if self.session.is_passthrough(*library.host_port(recorded)):
+        if self.user.is_passthrough(*library.host_port(recorded)):
             await self._passthrough(wire, forward, head)
             return
-        data = library.request_data(recorded)
+        data = library.request_data(recorded, self.config.secret_query_params)
         try:
-            self.session.check_request(data)
-            plan = self.session.plan(data)
+            self.user.check_request(data)
+            plan = self.user.plan(data)
         except CassetteError as exc:
             await self._fail(wire, method, data.url, exc)
             return
@@ -542,7 +535,9 @@ class ProxyServer:
             )
         )
         if not bodiless:
-            async for piece in ReplayStream(exchange, self._chunk_size, self._latency):
+            config = self.config
+            stream = ReplayStream(exchange, config.replay_chunk_size, config.replay_latency)
+            async for piece in stream:
                 await wire.send(h11.Data(data=piece))
         await wire.send(h11.EndOfMessage())
 
@@ -580,19 +575,19 @@ class ProxyServer:
     ) -> None:
         """Forward `request` (`data` as recorded), record the answer and replay it, or tee it
         to the client as it arrives (`stream_through`)."""
-        session = self.session
-        recorder = session.recorder(data)
+        user = self.user
+        recorder = user.recorder(data)
         method, url = request.method, str(request.url)
         try:
             response = await self._send_upstream(request)
         except httpx.TransportError as exc:
-            fault = session.fault_exchange(data, exc)
+            fault = user.fault_exchange(data, exc)
             if fault is not None:
-                await anyio.to_thread.run_sync(session.commit, plan, fault)
+                await anyio.to_thread.run_sync(user.commit, plan, fault)
             await self._fail(wire, method, url, exc)
             return
         recorder.start(response.status_code, response.headers.multi_items())
-        if self._stream_through:
+        if self.config.stream_through:
             await self._tee(wire, plan, recorder, response, head)
             return
         try:
@@ -604,8 +599,9 @@ class ProxyServer:
             return
         finally:
             await response.aclose()
-        await anyio.to_thread.run_sync(session.commit, plan, exchange)
-        await self._replay(wire, exchange, head)
+        await anyio.to_thread.run_sync(user.commit, plan, exchange)
+        # The client gets the response as the server sent it; only the cassette is redacted.
+        await self._replay(wire, recorder.live(), head)
 
     async def _tee(
         self,
@@ -620,7 +616,7 @@ class ProxyServer:
         tee = TeeStream(
             response.stream,
             recorder,
-            lambda exchange: self.session.commit(plan, exchange),
+            lambda exchange: self.user.commit(plan, exchange),
             response.aclose,
         )
         try:
