@@ -650,3 +650,15 @@ def test_shutdown_waits_a_bounded_time(tmp_path: Path, upstream: Upstream) -> No
     thread.join(HANG_GUARD)
     assert isinstance(failures[0], httpx.RemoteProtocolError)
     assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_the_public_surface_is_sorted_and_documented() -> None:
+    import sakura_http.proxy as proxy
+
+    assert proxy.__all__ == sorted(proxy.__all__, key=lambda n: (not n.isupper(), n))
+    for name in ("serve", "start", "run", "Proxy", "CertificateAuthority", "default_ca_dir"):
+        assert name in proxy.__all__
+    for name in proxy.__all__:
+        member = getattr(proxy, name)
+        if callable(member):
+            assert member.__doc__, name
