@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,6 +159,22 @@ def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> No
     result = cli("proxy", str(tmp_path / "a.jsonl"), *args)
     assert result.returncode == 2
     assert message in result.stderr
+
+
+def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli(
+            "proxy", str(tmp_path / "a.jsonl"), "--upstream", "http://127.0.0.1:9",
+            "--listen", f"127.0.0.1:{port}",
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"sakura-http proxy: error: cannot listen on 127.0.0.1:{port} (Address already in "
+        "use); pick another address or port (port 0 picks a free one)\n"
+    )
 
 
 def test_forward_mode_tells_where_the_ca_is(tmp_path: Path, upstream: Upstream) -> None:

@@ -377,13 +377,14 @@ def run(
 
     async def main() -> None:
         nonlocal clean
+        listener = await server.listen(prepared.host, prepared.port)  # errors: not grouped
         # Signals are caught before the ready line: a script may stop the proxy at once.
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with anyio.create_task_group() as group:
 
                 async def serve_then_stop(*, task_status: Any) -> None:
                     nonlocal clean
-                    await server.run(prepared.host, prepared.port, task_status=task_status)
+                    await server.serve(listener, task_status=task_status)
                     clean = True
                     group.cancel_scope.cancel()  # done: stop watching for signals
 

@@ -42,6 +42,7 @@ from .._exceptions import (
     CassetteError,
     CassetteFormatError,
     CassetteMiss,
+    ConfigurationError,
     CredentialHeaderError,
     RecordingForbidden,
 )
@@ -301,6 +302,18 @@ class ProxyServer:
         assert self._stop is not None, "run() first"
         self._stop.set()
 
+    @staticmethod
+    async def listen(host: str, port: int) -> anyio.abc.Listener[Any]:
+        """A listening socket on `host`:`port` (0: a free port); `ConfigurationError` if the
+        address cannot be used."""
+        try:
+            return await anyio.create_tcp_listener(local_host=host, local_port=port)
+        except OSError as exc:
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another "
+                "address or port (port 0 picks a free one)"
+            ) from None
+
     async def run(
         self,
         host: str,
@@ -308,10 +321,18 @@ class ProxyServer:
         *,
         task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen on `host`:`port` (0 picks a free port, reported through `task_status`)."""
+        """Listen on `host`:`port` and serve (the port is reported through `task_status`)."""
+        await self.serve(await self.listen(host, port), task_status=task_status)
+
+    async def serve(
+        self,
+        listener: anyio.abc.Listener[Any],
+        *,
+        task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve on `listener` until `stop()` (its port is reported through `task_status`)."""
         stop = self._stop = anyio.Event()
         drained = self._drained = anyio.Event()
-        listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
         self._outer = httpx.AsyncHTTPTransport(verify=self._verify, retries=0)
         try:
             async with anyio.create_task_group() as connections:
