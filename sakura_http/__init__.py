@@ -25,6 +25,7 @@ from ._exceptions import (
 from ._format import CassetteContent, Exchange, FaultInfo
 from ._matching import DEFAULT_IGNORE_HEADERS, canonical_url
 from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
+from ._rules import LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
 from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
 
 try:
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_IGNORE_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_SECRET_QUERY_PARAMS",
+    "LLM_VOLATILE_RESPONSE_HEADERS",
     "Advice",
     "AsyncOuterTransport",
     "BodyTooLargeError",
@@ -49,11 +51,14 @@ __all__ = [
     "CredentialHeaderError",
     "Exchange",
     "FaultInfo",
+    "JsonPath",
     "NetworkBlocked",
     "OuterTransport",
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",
+    "Rules",
+    "Scrub",
     "UnsafeExchangeError",
     "__version__",
     "canonical_url",
