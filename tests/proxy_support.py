@@ -97,6 +97,15 @@ class _Handler(BaseHTTPRequestHandler):
                         content_encoding="gzip")  # fmt: skip
         elif path == "/big":
             self._reply(200, bytes(int(params["size"])), "application/octet-stream")
+        elif path == "/broken":  # one chunk of a chunked body, then the connection drops
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            event = sse_events(1)[0]
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.flush()
+            self.close_connection = True
         elif path == "/wait":  # answers once the test sets `release`
             self.server.state.release.wait(HANG_GUARD)
             self._reply(200, b"released", "text/plain")

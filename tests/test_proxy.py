@@ -629,6 +629,26 @@ def test_a_client_leaving_a_stream_through_records_it_truncated(tmp_path: Path) 
     assert line["response_body"].startswith((sse_event(1) + sse_event(2)).decode())
 
 
+@pytest.mark.parametrize("stream_through", [False, True])
+def test_an_upstream_breaking_mid_body_records_nothing(
+    tmp_path: Path, upstream: Upstream, stream_through: bool
+) -> None:
+    cassette = tmp_path / "broken.jsonl"
+    with (
+        serve(
+            cassette, upstream=upstream.url, mode="new_episodes", stream_through=stream_through
+        ) as proxy,
+        client(proxy.url) as http,
+    ):
+        if stream_through:  # the head was sent: the client sees the body end too early
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.get("/broken")
+        else:
+            _assert_error(http.get("/broken"), "upstream", "RemoteProtocolError")
+        assert http.get("/v1/after").status_code == 200  # the proxy serves on
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/v1/after"]
+
+
 def test_shutdown_waits_a_bounded_time(tmp_path: Path, upstream: Upstream) -> None:
     cassette = tmp_path / "stuck.jsonl"
     failures: list[BaseException] = []

@@ -109,7 +109,11 @@ class _BadRequest(Exception):
     """A request the proxy cannot serve in its mode; answered 400 with this message."""
 
 
-class _ClientGone(Exception):
+class _Abort(Exception):
+    """Close this connection now, without an answer (the reason is logged already)."""
+
+
+class _ClientGone(_Abort):
     """The client closed the connection, or sending to it failed."""
 
 
@@ -348,8 +352,8 @@ class ProxyServer:
                         await drained.wait()
                 if self._active:
                     logger.warning(
-                        "sakura-http proxy: %d exchange(s) still running after %.0f s; "
-                        "cancelling them",
+                        "sakura-http proxy: %d connection(s) still busy after %.0f s; "
+                        "cancelling their exchanges",
                         self._active,
                         self._shutdown_timeout,
                     )
@@ -378,6 +382,8 @@ class ProxyServer:
                 await self._serve_http(_Wire(stream, peer), origin=None)
         except _ClientGone as exc:
             logger.warning("sakura-http proxy: %s went away (%s)", peer, exc)
+        except _Abort:
+            pass
         except Exception:  # a bug must cost one connection, never the proxy
             logger.exception("sakura-http proxy: connection from %s failed", peer)
         finally:
@@ -662,7 +668,7 @@ class ProxyServer:
                 response.request.url,
                 exc,
             )
-            raise _ClientGone("the upstream stream broke") from None
+            raise _Abort from None
         finally:
             await tee.aclose()
 
