@@ -166,7 +166,13 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
             return body
     boundary = _boundary(content_type)
     if boundary:
-        return body.replace(boundary.encode("latin-1"), _BOUNDARY_TOKEN)
+        # The header is text but the body is bytes: a client may have encoded a non-ASCII
+        # boundary either way, and one outside Latin-1 has only its UTF-8 form.
+        for encoding in ("utf-8", "latin-1"):
+            try:
+                body = body.replace(boundary.encode(encoding), _BOUNDARY_TOKEN)
+            except UnicodeEncodeError:
+                continue
     return body
 
 
@@ -264,6 +270,12 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
     return body.decode("utf-8", "replace").splitlines() or [""]
 
 
+def pretty_body(headers: Headers, body: bytes) -> list[str]:
+    """`body` as lines for people: JSON pretty-printed with sorted keys, other text as it is
+    (undecodable bytes replaced).  The one pretty-printer of miss messages and the CLI."""
+    return _pretty(headers, body)
+
+
 def body_diff(
     request_headers: Headers,
     request_body: bytes,
@@ -289,26 +301,135 @@ def body_diff(
 
 
 def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
-    """Which parts of `request` differ from a recorded exchange, one line per part."""
+    """Which parts of `request` differ from a recorded exchange, one line per part, after the
+    matching rules are applied; ends with the rule that would make them match, when one
+    would."""
     out = []
     if request.method.upper() != exchange.method.upper():
         out.append(f"method: request {request.method}, recorded {exchange.method}")
-    if request.url != exchange.url:
-        out.append(f"url: request {request.url}, recorded {exchange.url}")
-    out.extend(
-        _header_differences(
-            rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
-        )
+    request_url, recorded_url = rules.url(request.url), rules.url(exchange.url)
+    if request_url != recorded_url:
+        out.append(f"url: request {request_url}, recorded {recorded_url}")
+    header_lines = _header_differences(
+        rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
     )
-    if normalized_body(request.headers, request.body) != normalized_body(
+    out.extend(header_lines)
+    body_differs = rules.body(request.headers, request.body) != rules.body(
         exchange.headers, exchange.body
-    ):
+    )
+    if body_differs:
         out.append("body differs:")
         out.extend(
             "    " + line
             for line in body_diff(request.headers, request.body, exchange.headers, exchange.body)
         )
+    out.extend(
+        _rule_hints(
+            request,
+            exchange,
+            url_differs=request_url != recorded_url,
+            headers=[line.split(":", 1)[0].removeprefix("header ") for line in header_lines],
+            body_differs=body_differs,
+            method_differs=request.method.upper() != exchange.method.upper(),
+        )
+    )
     return out
+
+
+#: Request headers that carry the API version an SDK asks for, and the client option pinning it.
+VERSION_HEADERS = {"anthropic-version": "Anthropic", "openai-version": "OpenAI"}
+
+
+def _rule_hints(
+    request: RequestData,
+    exchange: Exchange,
+    *,
+    url_differs: bool,
+    headers: list[str],
+    body_differs: bool,
+    method_differs: bool,
+) -> list[str]:
+    """What to do when only one kind of part differs: the rule or fix that makes it match."""
+    parts = [url_differs, bool(headers), body_differs, method_differs]
+    if sum(parts) != 1:
+        return []
+    if headers and all(name in VERSION_HEADERS for name in headers):
+        name = headers[0]
+        recorded = dict(exchange.headers).get(name, "")
+        return [
+            f"only {name} differs: it is the API version the {VERSION_HEADERS[name]} SDK asks "
+            "for, so an SDK upgrade changed it. Re-record the cassette, or pin the header in "
+            f'the client: default_headers={{"{name}": "{recorded}"}}'
+        ]
+    if url_differs:
+        names = _differing_query(request.url, exchange.url)
+        if names is not None:
+            shown = ", ".join(f"`{n}`" for n in names)
+            listed = ", ".join(f'"{n}"' for n in names)
+            return [
+                f"only query parameter {shown} differs; if it changes on every run, ignore it "
+                f"with Rules(ignore_query=[{listed}])"
+            ]
+    if body_differs:
+        paths = _differing_json(request.headers, request.body, exchange.headers, exchange.body)
+        if paths:
+            shown = ", ".join(f"`{p}`" for p in paths)
+            listed = ", ".join(f'"{p}"' for p in paths)
+            return [
+                f"only {shown} differs; if it changes on every run, ignore it with "
+                f"Rules(ignore_json=[{listed}])"
+            ]
+    return []
+
+
+def _differing_query(url: str, other: str) -> list[str] | None:
+    """The query parameters two URLs with the same base differ in (None: the bases differ)."""
+    base, _, query = url.partition("?")
+    other_base, _, other_query = other.partition("?")
+    if base != other_base:
+        return None
+
+    def parse(text: str) -> dict[str, list[str]]:
+        fields: dict[str, list[str]] = {}
+        for item in text.split("&") if text else []:
+            name, _, value = item.partition("=")
+            fields.setdefault(name, []).append(value)
+        return fields
+
+    mine, theirs = parse(query), parse(other_query)
+    names = sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+    return names or None
+
+
+def _differing_json(
+    headers: Headers, body: bytes, other_headers: Headers, other_body: bytes, limit: int = 3
+) -> list[str]:
+    """The JSON paths two bodies differ at, when they are few (else [])."""
+    if not (_is_json(_content_type(headers)) and _is_json(_content_type(other_headers))):
+        return []
+    try:
+        mine, theirs = orjson.loads(body), orjson.loads(other_body)
+    except orjson.JSONDecodeError:
+        return []
+    paths: list[str] = []
+
+    def walk(a: object, b: object, path: str) -> None:
+        if len(paths) > limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(a.keys() | b.keys()):
+                walk(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}" if path else key)
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{path}[{i}]")
+        elif a != b:
+            paths.append(path or "(the whole body)")
+
+    walk(mine, theirs, "")
+    return paths if 0 < len(paths) <= limit and "(the whole body)" not in paths else []
+
+
+_MISSING = object()
 
 
 def _rough_distance(request: RequestData, exchange: Exchange) -> tuple[int, int]:
