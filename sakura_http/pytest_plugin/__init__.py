@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -62,7 +62,8 @@ _MARKER = (
     "resolved inside the fixtures folder (default: <test module stem>/<test name>.jsonl); "
     "transport_options are passed to RecordingTransport; assert_all_played=True fails the test "
     "if a recorded exchange was not played; expect_errors=True lets the test provoke and catch "
-    "sakura-http errors and network refusals on purpose."
+    "sakura-http errors and network refusals on purpose; for sakura_proxy, also upstream, "
+    "ca_dir, verify, listen and shutdown_timeout (see sakura_http.proxy.serve)."
 )
 
 
@@ -375,9 +376,27 @@ class DefaultOuter:
 # --- fixtures ------------------------------------------------------------------------------
 
 
+class Tracked(Protocol):
+    """What the factory closes and checks at teardown: a `RecordingTransport`, or what a front
+    end built on the plugin opened on a cassette (the ``sakura_proxy`` fixture's proxy)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def config(self) -> CassetteConfig: ...
+    @property
+    def mode(self) -> RecordMode: ...
+    @property
+    def appended(self) -> int: ...
+    @property
+    def raised(self) -> list[CassetteError]: ...
+    def unplayed(self) -> list[Exchange]: ...
+    def close(self, *, failed: bool = False) -> None: ...
+
+
 @dataclass
 class _Opened:
-    transport: RecordingTransport
+    transport: Tracked
     assert_all_played: bool
 
 
@@ -473,17 +492,23 @@ class CassetteFactory:
         **transport_options: Any,
     ) -> RecordingTransport:
         path, config = self.config(name, **transport_options)
-        key = os.path.realpath(path)
-        if key not in self._holds:
-            self._holds[key] = CassetteSession.open(path, config, can_record=False)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
             config=config,
             environ={},
         )
-        self._opened.append(_Opened(transport, assert_all_played))
+        self.track(transport, assert_all_played=assert_all_played)
         return transport
+
+    def track(self, opened: Tracked, *, assert_all_played: bool = False) -> None:
+        """Close and check `opened` at teardown as the factory's own transports are: a front
+        end built on the plugin (the ``sakura_proxy`` fixture) opens its cassette with the
+        path and configuration from `config()`, then hands what it opened here."""
+        key = os.path.realpath(opened.path)
+        if key not in self._holds:
+            self._holds[key] = CassetteSession.open(opened.path, opened.config, can_record=False)
+        self._opened.append(_Opened(opened, assert_all_played))
 
     def _finish(self) -> None:
         """Close every transport, note what was written, fail on what went wrong."""
@@ -611,12 +636,10 @@ def sakura_recording(
     factory._finish()
 
 
-@pytest.fixture
-def sakura_transport(
-    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
-) -> RecordingTransport:
-    """The transport of the test's ``cassette`` marker (default name without the marker)."""
-    marker = request.node.get_closest_marker("cassette")
+def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str, Any]]:
+    """The cassette name and options of the test's ``cassette`` marker (the default name
+    without the marker); ``expect_errors`` is left out (it is read at teardown)."""
+    marker = item.get_closest_marker("cassette")
     args: tuple[Any, ...] = marker.args if marker is not None else ()
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     if len(args) > 1:
@@ -626,9 +649,18 @@ def sakura_transport(
         )
     name = args[0] if args else options.pop("name", None)
     options.pop("expect_errors", None)  # read at teardown by _expects_errors
+    return (name if name is not None else default_cassette_name(item)), options
+
+
+@pytest.fixture
+def sakura_transport(
+    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
+) -> RecordingTransport:
+    """The transport of the test's ``cassette`` marker (default name without the marker)."""
     item = request.node
     assert isinstance(item, pytest.Item)
-    return sakura_recording(name if name is not None else default_cassette_name(item), **options)
+    name, options = marker_cassette(item)
+    return sakura_recording(name, **options)
 
 
 @pytest.fixture(autouse=True)
@@ -735,3 +767,6 @@ def _common_folders(folders: list[str]) -> list[str]:
         if not any(folder == k or folder.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(folder)
     return sorted(kept)
+
+
+from ._proxy_fixture import sakura_proxy  # noqa: E402,F401  (the sakura_proxy fixture)
