@@ -169,7 +169,10 @@ def test_plain_generation(flavor: str, sdk: str, tmp_path: Path) -> None:
     live, replayed, provider = record_then_replay(flavor, tmp_path / "c.jsonl", sdk, turn)
     assert live == replayed == "Hello, sakura!"
     [sent] = provider.requests
-    assert sent["headers"]["authorization"] == f"Bearer {ANTHROPIC_KEY if sdk == 'anthropic' else OPENAI_KEY}"
+    assert (
+        sent["headers"]["authorization"]
+        == f"Bearer {ANTHROPIC_KEY if sdk == 'anthropic' else OPENAI_KEY}"
+    )
 
 
 @IGNORE_SDK_ASYNCGEN
@@ -194,9 +197,7 @@ def test_anthropic_stream_helper_text_and_events(flavor: str, tmp_path: Path) ->
 
 @IGNORE_SDK_ASYNCGEN
 @pytest.mark.parametrize("sdk", ["anthropic", "openai"])
-def test_stream_true_arrives_in_the_recorded_chunks(
-    flavor: str, sdk: str, tmp_path: Path
-) -> None:
+def test_stream_true_arrives_in_the_recorded_chunks(flavor: str, sdk: str, tmp_path: Path) -> None:
     async def turn(client: Any) -> tuple[list[Any], list[int]]:
         if sdk == "anthropic":
             raw = client.messages.with_streaming_response.create(
@@ -245,9 +246,7 @@ def test_anthropic_tool_use_loop(flavor: str, tmp_path: Path) -> None:
                 {"role": "assistant", "content": [use.model_dump()]},
                 {
                     "role": "user",
-                    "content": [
-                        {"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}
-                    ],
+                    "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "sunny"}],
                 },
             ]
 
@@ -285,7 +284,10 @@ def test_openai_streamed_tool_call_loop(flavor: str, tmp_path: Path) -> None:
             {"role": "tool", "tool_call_id": call_id, "content": "cloudy"},
         ]
         final = await aw(client.chat.completions.create(model="m", messages=messages))
-        return [f"{name}({json.loads(arguments)['city']}) as {call_id}", final.choices[0].message.content]
+        return [
+            f"{name}({json.loads(arguments)['city']}) as {call_id}",
+            final.choices[0].message.content,
+        ]
 
     live, replayed, _ = record_then_replay(flavor, tmp_path / "c.jsonl", "openai", loop)
     assert live == replayed == ["get_weather(Kyoto) as call_0001", "Tool said: cloudy."]

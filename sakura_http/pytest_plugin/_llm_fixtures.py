@@ -23,6 +23,7 @@ from .._core import RecordMode
 from .._exceptions import CassetteError
 from ..llm import (
     LLM_SECRET_HEADERS,
+    PLACEHOLDER_API_KEY,
     anthropic_client,
     async_anthropic_client,
     async_openai_client,
@@ -155,7 +156,9 @@ def _patching(request: pytest.FixtureRequest) -> bool:
 
 @pytest.fixture(autouse=True)
 def _sakura_patch_clients(request: pytest.FixtureRequest) -> Iterator[None]:
-    """With patch_clients, the httpx / httpx2 clients of the test use its cassette."""
+    """With patch_clients, the httpx / httpx2 clients of the test use its cassette (see
+    `ClientPatch`), with `LLM_SECRET_HEADERS` secret; while replaying, the SDKs' key variables
+    that are not set hold `PLACEHOLDER_API_KEY`, so an app's own SDK clients start."""
     if not _patching(request):
         yield
         return
@@ -163,9 +166,17 @@ def _sakura_patch_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     item = request.node
     assert isinstance(item, pytest.Item)
     name, options = marker_cassette(item)
-    transport = factory(name, outer=ClientPatch.outer(), **options)
-    with ClientPatch(transport).installed():
-        yield
+    secret_headers = [*LLM_SECRET_HEADERS, *options.pop("secret_headers", ())]
+    transport = factory(name, outer=ClientPatch.outer(), secret_headers=secret_headers, **options)
+    with pytest.MonkeyPatch.context() as env:
+        if transport.mode is RecordMode.NONE:
+            # The app's SDK clients read their keys from the environment and refuse to start
+            # without one; a replayed request never leaves the process.
+            for variables, _ in _KEYS.values():
+                if not any(os.environ.get(v) for v in variables):
+                    env.setenv(variables[0], PLACEHOLDER_API_KEY)
+        with ClientPatch(transport).installed():
+            yield
 
 
 # --- misses wrapped by the code under test -------------------------------------------------
