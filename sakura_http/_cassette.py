@@ -160,3 +160,13 @@ class AtomicRecording:
                 self.temp_path.unlink(missing_ok=True)
         finally:
             os.close(fd)
+
+    def discard(self) -> None:
+        """Drop the fresh cassette and unlock; the old cassette stays as it was."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            self.temp_path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)

@@ -8,13 +8,14 @@ itself (the base class of its ``DefaultHttpxClient``), so no version number is w
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-import inspect
 import os
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .._config import CassetteConfig
 from .._core import RecordMode
 from .._libraries import DefaultOuter
 from .._transport import RecordingTransport
@@ -51,7 +52,9 @@ LLM_SECRET_HEADERS: tuple[str, ...] = (
 PLACEHOLDER_API_KEY = "sakura-http-replay-placeholder-key"
 
 # Keywords that configure the RecordingTransport; every other keyword goes to the SDK client.
-_TRANSPORT_OPTIONS = frozenset(inspect.signature(RecordingTransport).parameters) - {"path"}
+_TRANSPORT_OPTIONS = frozenset(
+    {field.name for field in dataclasses.fields(CassetteConfig)} | {"outer", "config", "environ"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +118,15 @@ def _build(
             )
         transport = cassette
     else:
-        secret_headers = [*LLM_SECRET_HEADERS, *transport_options.pop("secret_headers", ())]
+        config = transport_options.get("config")
+        if config is not None:
+            secrets = config.secret_headers | frozenset(LLM_SECRET_HEADERS)
+            transport_options["config"] = config.replace(secret_headers=secrets)
+        else:
+            given = transport_options.get("secret_headers", ())
+            transport_options["secret_headers"] = [*LLM_SECRET_HEADERS, *given]
         transport_options.setdefault("outer", DefaultOuter())
-        transport = RecordingTransport(cassette, secret_headers=secret_headers, **transport_options)
+        transport = RecordingTransport(cassette, **transport_options)
     options.setdefault("max_retries", 0)
     replaying = transport.mode is RecordMode.NONE
     if replaying and all(options.get(name) is None for name in sdk.credentials):

@@ -5,10 +5,12 @@ Tests run offline against committed cassettes; ``pytest --record`` records what 
 ``SAKURA_HTTP_RECORD`` overrides both, as it does for every `RecordingTransport`.
 
 * ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
-  ``sakura_secret_headers``.
+  ``sakura_secret_headers``, ``sakura_allow_headers``.
 * fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
   `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker).
-* marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, **transport_options)``.
+* marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, expect_errors=False,
+  **transport_options)``.
+* error messages name the plugin's fixes (`PytestAdvice`): ``pytest --record``, the ini options.
 * the network guard (`sakura_http._guard`) in every test that uses sakura-http.
 
 `docs/pytest.md` documents all of it.  The option is ``--record``, never ``--record-mode``:
@@ -27,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from .._advice import Advice
+from .._config import CassetteConfig
 from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
@@ -34,7 +38,13 @@ from .._libraries import DefaultOuter
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
 
-__all__ = ["CassetteFactory", "DefaultOuter", "NetworkBlocked", "resolve_cassette_path"]
+__all__ = [
+    "CassetteFactory",
+    "DefaultOuter",
+    "NetworkBlocked",
+    "PytestAdvice",
+    "resolve_cassette_path",
+]
 
 pytest_plugins = ["sakura_http.pytest_plugin._llm_fixtures"]  # SDK fixtures, patch_clients
 
@@ -44,17 +54,53 @@ EXIT_NO_RECORD_HOSTS = 75
 _SAKURA_FIXTURES = frozenset({"sakura_fixtures", "sakura_recording", "sakura_transport"})
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _MARKER = (
-    "cassette(name=None, *, assert_all_played=False, patch_clients=False, anthropic=None, "
-    "openai=None, **transport_options): the sakura-http cassette of the sakura_transport "
-    "fixture and the SDK fixtures. name is resolved inside the fixtures folder "
-    "(default: <test module stem>/<test name>.jsonl); transport_options are passed to "
-    "RecordingTransport; assert_all_played=True fails the test if a recorded exchange was "
-    "not played; patch_clients=True sends every httpx/httpx2 client that would reach the "
-    "network through the cassette; anthropic={...} and openai={...} are keyword arguments of "
-    "the SDK clients of sakura_anthropic / sakura_openai (and their async twins)."
+    "cassette(name=None, *, assert_all_played=False, expect_errors=False, "
+    "patch_clients=False, anthropic=None, openai=None, **transport_options): the sakura-http "
+    "cassette of the sakura_transport fixture and the SDK fixtures. name is resolved inside the "
+    "fixtures folder (default: <test module stem>/<test name>.jsonl); transport_options are "
+    "passed to RecordingTransport; assert_all_played=True fails the test if a recorded "
+    "exchange was not played; expect_errors=True lets the test provoke and catch sakura-http "
+    "errors and network refusals on purpose; patch_clients=True sends every httpx/httpx2 "
+    "client that would reach the network through the cassette; anthropic={...} and "
+    "openai={...} are keyword arguments of the SDK clients of sakura_anthropic / "
+    "sakura_openai (and their async twins)."
 )
 #: Marker keywords for the SDK fixtures and patch_clients, not for the RecordingTransport.
 _FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai")
+
+
+class PytestAdvice(Advice):
+    """Error messages under pytest name the plugin's command-line flags and ini options."""
+
+    front_end = "the sakura-http pytest plugin"
+
+    def record_missing(self) -> str:
+        return (
+            "to record it, run `pytest --record` (mode new_episodes); if the request changed "
+            "on purpose, re-record with `pytest --record-all`"
+        )
+
+    def declare_secret(self, header: str) -> str:
+        return (
+            f"add {header} to the ini option sakura_secret_headers (for every cassette), or pass "
+            f'sakura_recording(..., secret_headers=["{header}"]) for one cassette; if it is not '
+            "a credential, add it to sakura_allow_headers"
+        )
+
+    def raise_body_limit(self, side: str, limit: int) -> str:
+        return (
+            f"raise the limit for this cassette with @pytest.mark.cassette(max_body_bytes="
+            f"{limit * 2}) or sakura_recording(..., max_body_bytes={limit * 2})"
+        )
+
+    def add_record_host(self, host: str) -> str:
+        return f'add "{host}" to sakura_record_hosts in the pytest ini options'
+
+    def give_outer(self) -> str:
+        return (
+            "leave outer= unset to let the plugin forward to the network, or pass the real "
+            "transport as outer="
+        )
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -67,6 +113,8 @@ class _Written:
     folder: str
     appended: int = 0
     rerecorded: bool = False
+    #: A re-recording was dropped because its test failed (the old file was kept).
+    discarded: bool = False
 
 
 @dataclass
@@ -77,26 +125,32 @@ class _State:
     effective: RecordMode  # after SAKURA_HTTP_RECORD
     record_hosts: tuple[str, ...]
     secret_headers: tuple[str, ...]
+    allow_headers: tuple[str, ...]
     block_network: bool
     fixtures_option: Path | None
     rootpath: Path
     written: dict[str, _Written] = field(default_factory=dict)
-    #: Cassettes already re-recorded in this process: later transports append to them.
+    #: Cassettes re-recorded by an earlier test of this process: later tests append to them.
     rerecorded_paths: set[str] = field(default_factory=set)
+    advice: PytestAdvice = field(default_factory=PytestAdvice)
 
     @property
     def recording(self) -> bool:
         return self.effective is not RecordMode.NONE
 
-    def note(self, path: str, folder: str, appended: int, rerecorded: bool) -> None:
+    def note(
+        self, path: str, folder: str, appended: int, rerecorded: bool, discarded: bool = False
+    ) -> None:
         entry = self.written.setdefault(path, _Written(folder))
         entry.appended += appended
         entry.rerecorded = entry.rerecorded or rerecorded
+        entry.discarded = entry.discarded or discarded
 
 
 _STATE = pytest.StashKey[_State]()
 _CALL_EXCINFO = pytest.StashKey["pytest.ExceptionInfo[BaseException] | None"]()
 _GUARD = pytest.StashKey[NetworkGuard]()
+_EXPECT_ERRORS = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -139,6 +193,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    parser.addini(
+        "sakura_allow_headers",
+        "sakura-http: header names that look like credentials but are not (recorded and "
+        "matched as usual).",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -172,6 +233,7 @@ def pytest_configure(config: pytest.Config) -> None:
         effective=effective,
         record_hosts=hosts,
         secret_headers=tuple(h.strip() for h in config.getini("sakura_secret_headers")),
+        allow_headers=tuple(h.strip() for h in config.getini("sakura_allow_headers")),
         block_network=bool(config.getini("sakura_block_network")),
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
@@ -283,10 +345,14 @@ class CassetteFactory:
     resolves the name inside the fixtures folder (a name escaping it raises
     `ConfigurationError`), sets the mode from ``--record`` / ``--record-all`` (and
     ``SAKURA_HTTP_RECORD``), ``record_hosts`` from ``sakura_record_hosts`` and merges
-    ``secret_headers`` with ``sakura_secret_headers``.  ``outer`` defaults to a `DefaultOuter`.
+    ``secret_headers`` with ``sakura_secret_headers`` (``allow_headers`` with
+    ``sakura_allow_headers``).  ``outer`` defaults to a `DefaultOuter`.
     ``assert_all_played=True`` fails the test at teardown if a recorded exchange was not
-    played.  At teardown every transport is closed, and the test fails if a transport raised a
-    sakura-http error the code under test caught.
+    played.  Every transport of one cassette in a test shares one session (one play order, one
+    re-recording).  At teardown every transport is closed (a re-recording of a failed test is
+    dropped, keeping the old file), and the test fails if a transport raised a sakura-http
+    error the code under test caught, unless `expect_errors()` was called (or the marker says
+    ``expect_errors=True``).
     """
 
     def __init__(self, request: pytest.FixtureRequest, folder: Path) -> None:
@@ -295,17 +361,24 @@ class CassetteFactory:
         self.folder = folder
         self._opened: list[_Opened] = []
 
-    def __call__(
+    def expect_errors(self) -> None:
+        """The test provokes sakura-http errors or network refusals on purpose and checks
+        them itself: do not fail it because the code under test caught them."""
+        self._request.node.stash[_EXPECT_ERRORS] = True
+
+    def config(
         self,
         name: str | os.PathLike[str],
         *,
-        outer: Any = None,
         secret_headers: Iterable[str] = (),
-        assert_all_played: bool = False,
-        **transport_options: Any,
-    ) -> RecordingTransport:
+        allow_headers: Iterable[str] = (),
+        **options: Any,
+    ) -> tuple[Path, CassetteConfig]:
+        """The cassette path and configuration `__call__` would use, for front ends built on
+        the plugin (the proxy and SDK fixtures): the mode resolved for this run, the ini
+        options merged in, error messages worded for pytest."""
         for forbidden in ("mode", "path"):
-            if forbidden in transport_options:
+            if forbidden in options:
                 raise TypeError(
                     f"sakura_recording() takes no {forbidden}=: the cassette is the name inside "
                     f"{self.folder}, and the mode comes from pytest --record / --record-all "
@@ -313,53 +386,70 @@ class CassetteFactory:
                 )
         state = self._state
         path = resolve_cassette_path(self.folder, name)
-        key = os.path.realpath(path)
         # The session resolved SAKURA_HTTP_RECORD (and SAKURA_HTTP_STRICT) once; the transport
         # gets that mode and an empty environment, so a cassette shared by several tests is
         # re-recorded once per run under SAKURA_HTTP_RECORD=all too, not once per test.
         mode = state.effective
-        if mode is RecordMode.ALL and key in state.rerecorded_paths:
+        if mode is RecordMode.ALL and os.path.realpath(path) in state.rerecorded_paths:
             mode = RecordMode.NEW_EPISODES  # an earlier test re-recorded it in this run: add
         hosts = list(state.record_hosts)
-        extra_hosts = transport_options.pop("record_hosts", None)
+        extra_hosts = options.pop("record_hosts", None)
         if extra_hosts is not None:
             hosts.extend(extra_hosts)
-        secrets = dict.fromkeys(h.lower() for h in (*state.secret_headers, *secret_headers))
+            guard = self._request.node.stash.get(_GUARD, None)
+            if guard is not None and mode is not RecordMode.NONE:
+                guard.allow(extra_hosts)
+        config = CassetteConfig(
+            mode=mode,
+            secret_headers=frozenset([*state.secret_headers, *secret_headers]),
+            allow_headers=frozenset([*state.allow_headers, *allow_headers]),
+            record_hosts=tuple(hosts),
+            advice=state.advice,
+            **options,
+        )
+        return path, config
+
+    def __call__(
+        self,
+        name: str | os.PathLike[str],
+        *,
+        outer: Any = None,
+        assert_all_played: bool = False,
+        **transport_options: Any,
+    ) -> RecordingTransport:
+        path, config = self.config(name, **transport_options)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
-            mode=mode,
-            secret_headers=secrets,
-            record_hosts=hosts,
+            config=config,
             environ={},
-            **transport_options,
         )
-        if transport.mode is RecordMode.ALL:
-            state.rerecorded_paths.add(key)
-        guard = self._request.node.stash.get(_GUARD, None)
-        if guard is not None and transport.mode is not RecordMode.NONE and extra_hosts:
-            guard.allow(extra_hosts)
         self._opened.append(_Opened(transport, assert_all_played))
         return transport
 
     def _finish(self) -> None:
         """Close every transport, note what was written, fail on what went wrong."""
         problems: list[str] = []
+        node = self._request.node
+        excinfo = node.stash.get(_CALL_EXCINFO, None)
+        call_passed = node.stash.get(_CALL_EXCINFO, "unset") is None
         for opened in self._opened:
             transport = opened.transport
             try:
-                transport.close()
+                transport.close(failed=not call_passed)
             except Exception as exc:
                 problems.append(f"closing {transport.path} failed: {type(exc).__name__}: {exc}")
+            rerecorded = transport.mode is RecordMode.ALL
+            if rerecorded and call_passed:
+                self._state.rerecorded_paths.add(os.path.realpath(transport.path))
             if transport.appended:
                 self._state.note(
                     _display(transport.path, self._state.rootpath),
                     _display(self.folder, self._state.rootpath),
                     transport.appended,
-                    transport.mode is RecordMode.ALL,
+                    rerecorded and call_passed,
+                    discarded=rerecorded and not call_passed,
                 )
-        node = self._request.node
-        excinfo = node.stash.get(_CALL_EXCINFO, None)
         seen = _exception_chain(excinfo.value) if excinfo is not None else set()
         # The same miss raised again (a client that retried it) is the test's failure, once.
         failed_with = {str(e) for e in _raised_in(excinfo.value)} if excinfo is not None else set()
@@ -369,9 +459,8 @@ class CassetteFactory:
             for exc in opened.transport.raised
             if id(exc) not in seen and str(exc) not in failed_with
         ]
-        if caught:
+        if caught and not _expects_errors(node):
             problems.append(_caught_message(caught, "sakura-http error"))
-        call_passed = node.stash.get(_CALL_EXCINFO, "unset") is None
         for opened in self._opened:
             if not (opened.assert_all_played and call_passed):
                 continue
@@ -389,6 +478,13 @@ class CassetteFactory:
                 problems.append("\n".join(lines))
         if problems:
             pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def _expects_errors(node: pytest.Item) -> bool:
+    if node.stash.get(_EXPECT_ERRORS, False):
+        return True
+    marker = node.get_closest_marker("cassette")
+    return bool(marker is not None and marker.kwargs.get("expect_errors", False))
 
 
 def _outcome(exchange: Exchange) -> str:
@@ -464,6 +560,7 @@ def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str
             "use sakura_recording() for more cassettes in one test"
         )
     name = args[0] if args else options.pop("name", None)
+    options.pop("expect_errors", None)  # read at teardown by _expects_errors
     for key in _FRONT_END_OPTIONS:
         options.pop(key, None)
     return (name if name is not None else default_cassette_name(item)), options
@@ -518,7 +615,7 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     excinfo = item.stash.get(_CALL_EXCINFO, None)
     seen = _exception_chain(excinfo.value) if excinfo is not None else set()
     caught = [error for error in guard.blocked if id(error) not in seen]
-    if caught:
+    if caught and not _expects_errors(item):
         pytest.fail(_caught_message(caught, "network refusal"), pytrace=False)
 
 
@@ -552,7 +649,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workeroutput") and _STATE in config.stash:
         written = _state(config).written
         config.workeroutput[_WORKER_OUTPUT_KEY] = [
-            [path, entry.folder, entry.appended, entry.rerecorded]
+            [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded]
             for path, entry in written.items()
         ]
 
@@ -564,8 +661,10 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     config = node.config
     if _STATE not in config.stash:
         return
-    for path, folder, appended, rerecorded in output.get(_WORKER_OUTPUT_KEY, ()):
-        _state(config).note(str(path), str(folder), int(appended), bool(rerecorded))
+    for path, folder, appended, rerecorded, discarded in output.get(_WORKER_OUTPUT_KEY, ()):
+        _state(config).note(
+            str(path), str(folder), int(appended), bool(rerecorded), bool(discarded)
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -577,7 +676,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "sakura-http: cassettes recorded")
     for path, entry in sorted(state.written.items()):
         count = f"{entry.appended} exchange{'s' if entry.appended != 1 else ''}"
-        if entry.rerecorded:
+        if entry.discarded and not entry.rerecorded:
+            terminalreporter.write_line(
+                f"{path}: re-recording of {count} dropped because its test failed (the old "
+                "file was kept)"
+            )
+        elif entry.rerecorded:
             terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
         else:
             terminalreporter.write_line(f"{path}: {count} appended")
