@@ -51,7 +51,10 @@ async def run_agent(
     run = Run()
     while True:
         async with client.messages.stream(
-            model=MODEL, max_tokens=512, tools=TOOLS, messages=messages  # type: ignore[arg-type]
+            model=MODEL,
+            max_tokens=512,
+            tools=TOOLS,
+            messages=messages,  # type: ignore[arg-type]
         ) as stream:
             turn = [text async for text in stream.text_stream]
             message = await stream.get_final_message()

@@ -19,8 +19,8 @@ from typing import Any
 
 import anthropic
 import anyio
-
 from agent import MODEL, run_agent
+
 from sakura_http.llm import async_anthropic_client, http_library_of
 
 HTTP = http_library_of(anthropic)

@@ -17,8 +17,8 @@ from typing import Any
 
 import anthropic
 import anyio
-
 import app
+
 from sakura_http.llm import anthropic_client, async_openai_client, http_library_of
 
 HTTP = http_library_of(anthropic)
@@ -31,9 +31,7 @@ SUMMARY = {
     "type": "message",
     "role": "assistant",
     "model": app.CLAUDE,
-    "content": [
-        {"type": "text", "text": "Kyoto picnics under the Kamo river's cherry blossoms."}
-    ],
+    "content": [{"type": "text", "text": "Kyoto picnics under the Kamo river's cherry blossoms."}],
     "stop_reason": "end_turn",
     "stop_sequence": None,
     "usage": {"input_tokens": 48, "output_tokens": 14},

@@ -10,13 +10,14 @@ provider.  So the request side is exactly what the SDK sends, and the response s
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
 
 import anthropic
-
 from extract import MODEL, extraction_request
+
 from sakura_http.llm import anthropic_client, http_library_of
 
 SENTENCE = "The Somei Yoshino cherry has five pale petals and blooms in early April."
@@ -54,11 +55,10 @@ def scripted(status: int, body: dict[str, Any]) -> Any:
 
 def record(path: Path, status: int, body: dict[str, Any]) -> None:
     outer = scripted(status, body)
-    with anthropic_client(path, mode="all", outer=outer, api_key="synthetic-key") as client:
-        try:
-            client.messages.parse(**extraction_request(SENTENCE))  # type: ignore[call-overload]
-        except anthropic.APIStatusError:
-            pass  # the error is recorded as a response, as it would be live
+    client = anthropic_client(path, mode="all", outer=outer, api_key="synthetic-key")
+    # An error status is recorded as a response, as it would be live.
+    with client, contextlib.suppress(anthropic.APIStatusError):
+        client.messages.parse(**extraction_request(SENTENCE))  # type: ignore[call-overload]
 
 
 def main(folder: Path) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import openai
-
 from chat import MODEL, stream_reply
+
 from sakura_http.llm import http_library_of, openai_client
 
 HTTP = http_library_of(openai)

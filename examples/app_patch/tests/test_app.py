@@ -3,9 +3,8 @@ the cassette tests/fixtures/app.jsonl, and no key is needed to replay it."""
 
 from __future__ import annotations
 
-import pytest
-
 import app
+import pytest
 
 pytestmark = pytest.mark.cassette("app.jsonl", patch_clients=True)
 TEXT = (

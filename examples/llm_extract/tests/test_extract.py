@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import anthropic
 import pytest
-
 from extract import Flower, extract_flower
 
 SENTENCE = "The Somei Yoshino cherry has five pale petals and blooms in early April."

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import openai
 import pytest
-
 from chat import stream_reply
 
 
