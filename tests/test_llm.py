@@ -491,3 +491,16 @@ def test_a_missing_sdk_names_the_extra(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert 'pip install "sakura-http[anthropic]"' in result.stdout
+
+
+def test_public_names_are_sorted_and_documented() -> None:
+    import sakura_http.llm as llm
+
+    assert llm.__all__ == sorted(llm.__all__, key=lambda n: (not n.isupper(), n))
+    # (pytest rewrites the plugin's modules, adding "@py_builtins" and the like)
+    public = {n for n in dir(llm) if n.isidentifier() and not n.startswith("_")}
+    assert set(llm.__all__) == public
+    for name in llm.__all__:
+        member = getattr(llm, name)
+        if callable(member):
+            assert member.__doc__, name

@@ -1,8 +1,8 @@
 """Build the anthropic and openai SDK clients over a `RecordingTransport`.
 
 The SDKs take an ``http_client=`` of the HTTP library they were built for: anthropic >= 1.0 and
-openai >= 3.0 take only an ``httpx2`` client (``TypeError: Invalid http_client argument`` for an
-httpx one), older releases an ``httpx`` client.  `http_library_of` reads which one from the SDK
+current openai releases take only an ``httpx2`` client (``TypeError: Invalid http_client
+argument`` for an httpx one), older releases an ``httpx`` client.  `http_library_of` reads which one from the SDK
 itself (the base class of its ``DefaultHttpxClient``), so no version number is written down here.
 """
 
