@@ -2,8 +2,9 @@
 
 The SDKs take an ``http_client=`` of the HTTP library they were built for: anthropic >= 1.0 and
 current openai releases take only an ``httpx2`` client (``TypeError: Invalid http_client
-argument`` for an httpx one), older releases an ``httpx`` client.  `http_library_of` reads which one from the SDK
-itself (the base class of its ``DefaultHttpxClient``), so no version number is written down here.
+argument`` for an httpx one), older releases an ``httpx`` client.  `http_library_of` reads
+which one from the SDK itself (the base class of its ``DefaultHttpxClient``), so no version
+number is written down here.
 """
 
 from __future__ import annotations
