@@ -373,3 +373,33 @@ def test_client_without_transport(sakura_fixtures):
         ]
     )
     assert read(pytester.path / "sentinel.log") == []
+
+
+def test_an_undeclared_credential_names_the_ini_option(project: pytest.Pytester) -> None:
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+
+@pytest.mark.cassette("token.jsonl")
+def test_token(sakura_transport):
+    client = httpx.Client(transport=sakura_transport)
+    client.get("http://127.0.0.1:9/", headers={"x-api-key": "k"})
+
+def test_sdk_fixture_declares_the_providers_headers(sakura_anthropic):
+    assert sakura_anthropic.api_key  # built; its headers are secret (see test_sdk_fixtures_*)
+""",
+    )
+    (project.path / "tests" / "fixtures").mkdir()
+    (project.path / "tests" / "fixtures" / "test_app").mkdir()
+    (
+        project.path
+        / "tests"
+        / "fixtures"
+        / "test_app"
+        / "test_sdk_fixture_declares_the_providers_headers.jsonl"
+    ).touch()
+    result = project.runpytest()
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*CredentialHeaderError: header x-api-key*sakura_secret_headers*"])
