@@ -44,28 +44,28 @@ def patched(path: Path, mode: str) -> ClientPatch:
     return ClientPatch(RecordingTransport(path, mode=mode, outer=ClientPatch.outer()))
 
 
+def three_clients(lib: ModuleType, flavor: str, url: str) -> list[Any]:
+    """GET through a default client, one given HTTPTransport, and one with a mounted one."""
+    return [
+        get(lib, flavor, f"{url}/default"),
+        get(lib, flavor, f"{url}/explicit", transport=network(lib, flavor)),
+        get(lib, flavor, f"{url}/mounted", mounts={"http://": network(lib, flavor)}),
+    ]
+
+
 def test_default_explicit_and_mounted_transports_record_then_replay(
     lib: ModuleType, flavor: str, echo_server: LocalServer, tmp_path: Path
 ) -> None:
     path = tmp_path / "patched.jsonl"
-    url = echo_server.url
     recording = patched(path, "new_episodes")
     with recording.installed():
-        live = [
-            get(lib, flavor, f"{url}/default"),
-            get(lib, flavor, f"{url}/explicit", transport=network(lib, flavor)),
-            get(lib, flavor, f"{url}/mounted", mounts={"http://": network(lib, flavor)}),
-        ]
+        live = three_clients(lib, flavor, echo_server.url)
     recording.recording.close()
     assert len(echo_server.requests) == 3
 
     replay = patched(path, "none")
     with replay.installed():
-        replayed = [
-            get(lib, flavor, f"{url}/default"),
-            get(lib, flavor, f"{url}/explicit", transport=network(lib, flavor)),
-            get(lib, flavor, f"{url}/mounted", mounts={"http://": network(lib, flavor)}),
-        ]
+        replayed = three_clients(lib, flavor, echo_server.url)
     replay.recording.close()
     assert replayed == live
     assert len(echo_server.requests) == 3  # nothing reached the server
