@@ -26,6 +26,7 @@ from ._exceptions import ConfigurationError
 from ._hosts import HostList, split_host_entry
 from ._matching import DEFAULT_IGNORE_HEADERS
 from ._policy import DEFAULT_MAX_BODY_BYTES
+from ._rules import Rules
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -117,6 +118,7 @@ class CassetteConfig:
     record_timings: bool = False
     replay_latency: float = 0.0
     replay_chunk_size: int = DEFAULT_CHUNK_SIZE
+    rules: Rules = field(default_factory=Rules)
     advice: Advice = field(default_factory=Advice, compare=False)
 
     def __post_init__(self) -> None:
@@ -148,6 +150,10 @@ class CassetteConfig:
         ):
             raise ConfigurationError(f"replay_latency must be 0 or more, not {latency!r}")
         put("replay_latency", float(latency))
+        if self.rules is None:
+            put("rules", Rules())
+        elif not isinstance(self.rules, Rules):
+            raise ConfigurationError(f"rules must be a sakura_http.Rules, not {self.rules!r}")
         if not isinstance(self.advice, Advice):
             raise ConfigurationError(f"advice must be a sakura_http.Advice, not {self.advice!r}")
         both = self.secret_headers & self.allow_headers

@@ -23,13 +23,14 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import idna
 import orjson
 
 from ._format import Exchange, Headers
+from ._rules import Rules
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
@@ -104,13 +105,11 @@ def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     path = _ESCAPE.sub(_normalize_escape, parts.path)
     query = _ESCAPE.sub(_normalize_escape, parts.query)
     if secret_params and query:
-        fields = []
-        for field in query.split("&"):
-            name, eq, _value = field.partition("=")
-            if eq and name.lower() in secret_params:
-                field = f"{name}={REDACTED}"
-            fields.append(field)
-        query = "&".join(fields)
+        items = []
+        for item in query.split("&"):
+            name, eq, _value = item.partition("=")
+            items.append(f"{name}={REDACTED}" if eq and name.lower() in secret_params else item)
+        query = "&".join(items)
     text = f"{scheme}://{netloc}{path}"
     if query or url.endswith("?"):
         text += f"?{query}"
@@ -178,6 +177,8 @@ class MatchRules:
     ignore: frozenset[str]
     secret: frozenset[str]
     secret_query: frozenset[str] = frozenset()
+    #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
+    rules: Rules = field(default_factory=Rules)
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -197,14 +198,22 @@ class MatchRules:
             kept.append((name, value))
         return tuple(sorted(kept))
 
+    def url(self, url: str) -> str:
+        """The URL as compared: canonical, secrets redacted, then the rules applied."""
+        url = canonical_url(url, self.secret_query)
+        return self.rules.match_url(url) if self.rules else url
+
+    def body(self, headers: Headers, body: bytes) -> bytes:
+        """The body as compared (see `normalized_body`), after the rules."""
+        if self.rules:
+            body = self.rules.match_body(headers, body)
+        return normalized_body(headers, body)
+
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        digest = hashlib.blake2b(normalized_body(headers, body), digest_size=16).digest()
-        return (
-            method.upper(),
-            canonical_url(url, self.secret_query),
-            self.ordinary_headers(headers),
-            digest,
-        )
+        if self.rules:
+            headers = self.rules.scrub_request_headers(headers)
+        digest = hashlib.blake2b(self.body(headers, body), digest_size=16).digest()
+        return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
         return self.key(request.method, request.url, request.headers, request.body)

@@ -15,6 +15,7 @@ and `close()` touch the disk, so async callers run them in a worker thread.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -46,6 +47,7 @@ from ._policy import (
     drop_secret_headers,
     refuse_credentials,
 )
+from ._rules import apply_hook, scrub_chunked
 
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
@@ -273,12 +275,11 @@ class CassetteSession:
             return [e for e in self.exchanges if id(e) not in self._played]
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, frozenset):
-        return repr(sorted(value))
-    if isinstance(value, RecordMode):
-        return repr(value.value)
-    return repr(value)
+def _with_length(headers: Headers, size: int, before: bytes) -> Headers:
+    """`headers` with a content-length that is still true after a scrub changed the body."""
+    if size == len(before):
+        return headers
+    return tuple((n, str(size) if n == "content-length" else v) for n, v in headers)
 
 
 class CassetteUser:
@@ -299,6 +300,7 @@ class CassetteUser:
             ignore=config.ignore_headers,
             secret=config.secret_headers,
             secret_query=config.secret_query_params,
+            rules=config.rules,
         )
         self.can_record = can_record
         self._record_hosts: HostList | None = config.record_host_list
@@ -371,17 +373,74 @@ class CassetteUser:
             return None
         secrets = self.config.secret_headers
         redactor = Redactor(request.headers, secrets)
-        return Exchange(
-            method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, secrets),
-            body=request.body,
-            status=None,
-            error=FaultInfo(type(error).__name__, redactor.text(str(error))),
+        return self.finalize(
+            Exchange(
+                method=request.method,
+                url=request.url,
+                headers=drop_secret_headers(request.headers, secrets),
+                body=request.body,
+                status=None,
+                error=FaultInfo(type(error).__name__, redactor.text(str(error))),
+            ),
+            redactor,
         )
 
-    def commit(self, plan: Plan, exchange: Exchange) -> None:
-        """Append `exchange` to the cassette and index it as played (blocking file I/O)."""
+    def finalize(self, exchange: Exchange, redactor: Redactor) -> Exchange | None:
+        """The exchange as written: the scrubs of `config.rules`, then its `before_record`
+        hook (None: do not record), then the safety rules once more on the hook's result."""
+        rules = self.config.rules
+        if not rules:
+            return exchange
+        headers = rules.scrub_request_headers(exchange.headers)
+        body = rules.scrub_body(headers, exchange.body)
+        changes: dict[str, Any] = {
+            "url": rules.scrub_url(exchange.url),
+            "headers": _with_length(headers, len(body), exchange.body),
+            "body": body,
+        }
+        if exchange.status is not None:
+            response_headers = rules.scrub_response_headers(exchange.response_headers)
+            chunks = exchange.chunks or (len(exchange.response_body),)
+            response_body, chunks = scrub_chunked(
+                rules, response_headers, exchange.response_body, chunks
+            )
+            changes["response_headers"] = _with_length(
+                response_headers, len(response_body), exchange.response_body
+            )
+            changes["response_body"] = response_body
+            changes["chunks"] = chunks if len(chunks) > 1 else None
+            if exchange.timings_ms is not None and len(chunks) != len(exchange.timings_ms):
+                changes["timings_ms"] = None
+        hooked = apply_hook(rules, dataclasses.replace(exchange, **changes))
+        if hooked is None or hooked is exchange:
+            return hooked
+        # The hook cannot put back what the safety rules took out.
+        secrets = self.config.secret_headers
+        with advised(self.config.advice):
+            refuse_credentials(hooked.headers, secrets)
+            check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
+            check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
+        response_body = redactor.body(hooked.response_body)
+        return dataclasses.replace(
+            hooked,
+            url=redactor.text(hooked.url),
+            headers=drop_secret_headers(hooked.headers, secrets),
+            body=redactor.body(hooked.body),
+            response_headers=redactor.response_headers(hooked.response_headers),
+            response_body=response_body,
+            chunks=hooked.chunks if response_body == hooked.response_body else None,
+            error=(
+                None
+                if hooked.error is None
+                else FaultInfo(hooked.error.type, redactor.text(hooked.error.message))
+            ),
+        )
+
+    def commit(self, plan: Plan, exchange: Exchange | None) -> None:
+        """Append `exchange` to the cassette and index it as played (blocking file I/O).
+        None (a `before_record` hook declined it) appends nothing."""
+        if exchange is None:
+            return
         self.session.commit(exchange)
         self.appended += 1
 
@@ -464,8 +523,9 @@ class ResponseRecorder:
             headers = tuple((n, v) for n, v in headers if n != "content-length")
         return headers
 
-    def finish(self, truncated: bool = False) -> Exchange:
-        """The exchange to commit; `truncated` when the caller stopped before the end."""
+    def finish(self, truncated: bool = False) -> Exchange | None:
+        """The exchange to commit (None: a `before_record` hook declined it); `truncated` when
+        the caller stopped before the end."""
         assert self._decoder is not None, "start() first"
         request = self._request
         if not truncated:
@@ -511,7 +571,7 @@ class ResponseRecorder:
             chunks=live_chunks if len(live_chunks) > 1 else None,
             truncated=truncated,
         )
-        return stored
+        return self._user.finalize(stored, redactor)
 
     def live(self) -> Exchange:
         """The response as the server sent it (decoded, unredacted): for the caller, never for

@@ -67,7 +67,7 @@ class _Close:
 @dataclass(slots=True)
 class _Commit:
     plan: Plan
-    exchange: Exchange  # -> None, once appended to the cassette
+    exchange: Exchange | None  # -> None, once appended (None: a hook declined it)
 
 
 _Step = _Send | _Read | _Close | _Commit

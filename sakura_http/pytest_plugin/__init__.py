@@ -35,6 +35,7 @@ from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
 from .._libraries import DefaultOuter
+from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
 
@@ -360,6 +361,10 @@ class CassetteFactory:
         self._state = _state(request.config)
         self.folder = folder
         self._opened: list[_Opened] = []
+        # One hold on each cassette's session until teardown: the test's transports share it
+        # even when the code under test closes one (a `with httpx.Client(...)` block) before
+        # opening the next, and a failed test can still drop its re-recording.
+        self._holds: dict[str, CassetteUser] = {}
 
     def expect_errors(self) -> None:
         """The test provokes sakura-http errors or network refusals on purpose and checks
@@ -418,6 +423,9 @@ class CassetteFactory:
         **transport_options: Any,
     ) -> RecordingTransport:
         path, config = self.config(name, **transport_options)
+        key = os.path.realpath(path)
+        if key not in self._holds:
+            self._holds[key] = CassetteSession.open(path, config, can_record=False)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
@@ -442,6 +450,14 @@ class CassetteFactory:
             rerecorded = transport.mode is RecordMode.ALL
             if rerecorded and call_passed:
                 self._state.rerecorded_paths.add(os.path.realpath(transport.path))
+        for hold in self._holds.values():
+            try:
+                hold.close(failed=not call_passed)
+            except Exception as exc:
+                problems.append(f"closing {hold.path} failed: {type(exc).__name__}: {exc}")
+        for opened in self._opened:
+            transport = opened.transport
+            rerecorded = transport.mode is RecordMode.ALL
             if transport.appended:
                 self._state.note(
                     _display(transport.path, self._state.rootpath),
