@@ -134,9 +134,9 @@ def test_recording_without_a_key_says_where_it_comes_from(project: pytest.Pytest
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines_random(
         [
-            "*recording */test_app/test_a.jsonl needs a anthropic key: set ANTHROPIC_API_KEY "
+            "*recording */test_app/test_a.jsonl needs an anthropic API key: set ANTHROPIC_API_KEY "
             "or ANTHROPIC_AUTH_TOKEN in the environment*",
-            "*needs a openai key: set OPENAI_API_KEY in the environment*",
+            "*needs an openai API key: set OPENAI_API_KEY in the environment*",
         ]
     )
 

@@ -82,7 +82,7 @@ def _sdk_client(
         or any(os.environ.get(v) for v in variables)
     ):
         pytest.fail(
-            f"recording {transport.path} needs a {sdk} key: set {' or '.join(variables)} in "
+            f"recording {transport.path} needs an {sdk} API key: set {' or '.join(variables)} in "
             f"the environment (it is sent, never written), or pass it in "
             f'@pytest.mark.cassette({sdk}={{"api_key": ...}})',
             pytrace=False,
