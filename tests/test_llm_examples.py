@@ -67,3 +67,15 @@ def test_regenerate_writes_the_committed_cassettes(project: str, tmp_path: Path)
             (e.method, e.url, e.body, e.status, e.response_body, e.chunks) for e in kept
         ], f"{project}/tests/fixtures/{name} is stale: run python regenerate.py there"
         assert not any("synthetic-key" in str(e) for e in fresh)
+
+
+def test_committed_cassettes_lint_clean() -> None:
+    cassettes = sorted(str(p) for p in EXAMPLES.glob("*/tests/fixtures/*.jsonl"))
+    assert len(cassettes) == 5
+    result = subprocess.run(
+        [sys.executable, "-m", "sakura_http", "lint", "--strict", *cassettes],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
