@@ -146,22 +146,28 @@ def test_a_fixture_nothing_went_through_fails(project: pytest.Pytester) -> None:
         project,
         """
 import httpx
+import pytest
 
 def test_forgot(sakura_transport):
     httpx.Client()  # the transport was never given to it
 
 def test_sdk_unused(sakura_openai):
     pass
+
+@pytest.mark.anyio
+async def test_async_sdk_unused(sakura_async_anthropic):
+    pass
 """,
     )
     result = project.runpytest()
-    result.assert_outcomes(passed=2, errors=2)
+    result.assert_outcomes(passed=4, errors=4)  # the async test runs on asyncio and trio
     result.stdout.fnmatch_lines_random(
         [
             "*sakura_transport: no request went through the transport of */test_forgot.jsonl, "
             "and that cassette does not exist: the client under test was probably not given "
             "the transport*patch_clients=True*",
             "*sakura_openai: no request went through*",
+            "*sakura_async_anthropic: no request went through*",
         ]
     )
 
