@@ -112,3 +112,16 @@ def test_the_patch_is_undone_when_the_block_raises(lib: ModuleType, tmp_path: Pa
         raise RuntimeError("boom")
     after = [cls.__dict__["_transport_for_url"] for cls in (lib.Client, lib.AsyncClient)]
     assert after == before
+
+
+def test_a_renamed_hook_is_an_error_not_silence(
+    lib: ModuleType, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delattr(lib.AsyncClient, "_transport_for_url")
+    before = [cls.__dict__.get("_transport_for_url") for cls in (lib.Client, lib.AsyncClient)]
+    patch = patched(tmp_path / "x.jsonl", "none")
+    renamed = r"patch_clients needs .*AsyncClient\._transport_for_url"
+    with pytest.raises(RuntimeError, match=renamed), patch.installed():
+        pass  # pragma: no cover - never entered
+    after = [cls.__dict__.get("_transport_for_url") for cls in (lib.Client, lib.AsyncClient)]
+    assert after == before  # what was patched before the error is restored
