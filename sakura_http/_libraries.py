@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ._format import Exchange, FaultInfo
+from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
 from ._matching import RequestData, canonical_url
 from ._streams import ReplayStream, TeeStream
 
@@ -46,18 +46,22 @@ class HttpLibrary:
         return RequestData(
             method=request.method,
             url=canonical_url(str(request.url), secret_params),
-            headers=tuple((name.lower(), value) for name, value in request.headers.multi_items()),
+            headers=_request_headers(request.headers),
             body=request.content,
             host=host,
             port=port,
         )
 
+    def response_headers(self, response: Any) -> tuple[Headers, str]:
+        """A live response's headers as text and their charset, losslessly (see `header_text`)."""
+        return header_text(response.headers.raw)
+
     def response(self, exchange: Exchange, request: Any, stream: Any) -> Any:
-        """A response of this library carrying the recorded status and headers."""
+        """A response of this library carrying the recorded status and header bytes."""
         assert exchange.status is not None
         return self.module.Response(
             exchange.status,
-            headers=list(exchange.response_headers),
+            headers=header_bytes(exchange.response_headers, exchange.response_header_charset),
             stream=stream,
             request=request,
         )
@@ -93,6 +97,16 @@ def _load(name: str) -> HttpLibrary:
         replay_stream=type("ReplayStream", (ReplayStream, *bases), {"__module__": __name__}),
         tee_stream=type("TeeStream", (TeeStream, *bases), {"__module__": __name__}),
     )
+
+
+def _request_headers(headers: Any) -> Headers:
+    """Request headers as text, as httpx presents them (`multi_items()`): ASCII when every byte
+    is, which is what nearly every request sends, decoded here without httpx's per-call guess."""
+    raw = headers.raw
+    try:
+        return tuple([(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw])
+    except UnicodeDecodeError:
+        return tuple((name.lower(), value) for name, value in headers.multi_items())
 
 
 _LIBRARIES: dict[str, HttpLibrary] = {}

@@ -7,7 +7,8 @@ Tests run offline against committed cassettes; ``pytest --record`` records what 
 * ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
   ``sakura_secret_headers``, ``sakura_allow_headers``.
 * fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
-  `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker).
+  `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker),
+  ``sakura_rules`` (the project's `Rules`, for a conftest.py to override).
 * marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, expect_errors=False,
   **transport_options)``.
 * error messages name the plugin's fixes (`PytestAdvice`): ``pytest --record``, the ini options.
@@ -35,6 +36,7 @@ from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
 from .._libraries import DefaultOuter
+from .._rules import Rules
 from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
@@ -52,7 +54,9 @@ pytest_plugins = ["sakura_http.pytest_plugin._llm_fixtures"]  # SDK fixtures, pa
 #: Exit status of ``pytest --record`` when no host may be recorded from (EX_TEMPFAIL).
 EXIT_NO_RECORD_HOSTS = 75
 
-_SAKURA_FIXTURES = frozenset({"sakura_fixtures", "sakura_recording", "sakura_transport"})
+_SAKURA_FIXTURES = frozenset(
+    {"sakura_fixtures", "sakura_recording", "sakura_transport", "sakura_rules"}
+)
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _MARKER = (
     "cassette(name=None, *, assert_all_played=False, expect_errors=False, "
@@ -356,10 +360,14 @@ class CassetteFactory:
     ``expect_errors=True``).
     """
 
-    def __init__(self, request: pytest.FixtureRequest, folder: Path) -> None:
+    def __init__(
+        self, request: pytest.FixtureRequest, folder: Path, rules: Rules | None = None
+    ) -> None:
         self._request = request
         self._state = _state(request.config)
         self.folder = folder
+        #: The project's rules (the ``sakura_rules`` fixture), combined with each cassette's.
+        self.rules = Rules() if rules is None else rules
         self._opened: list[_Opened] = []
         # One hold on each cassette's session until teardown: the test's transports share it
         # even when the code under test closes one (a `with httpx.Client(...)` block) before
@@ -404,7 +412,11 @@ class CassetteFactory:
             guard = self._request.node.stash.get(_GUARD, None)
             if guard is not None and mode is not RecordMode.NONE:
                 guard.allow(extra_hosts)
+        rules = options.pop("rules", None)
+        if rules is not None and not isinstance(rules, Rules):
+            raise ConfigurationError(f"rules must be a sakura_http.Rules, not {rules!r}")
         config = CassetteConfig(
+            rules=self.rules if rules is None else self.rules | rules,
             mode=mode,
             secret_headers=frozenset([*state.secret_headers, *secret_headers]),
             allow_headers=frozenset([*state.allow_headers, *allow_headers]),
@@ -555,11 +567,21 @@ def sakura_fixtures(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
+def sakura_rules() -> Rules:
+    """The matching and scrubbing rules of every cassette (none by default).
+
+    Override it in a ``conftest.py`` to set them for a whole project or folder; a test's own
+    ``@pytest.mark.cassette(rules=...)`` (or ``sakura_recording(..., rules=...)``) adds to them.
+    """
+    return Rules()
+
+
+@pytest.fixture
 def sakura_recording(
-    request: pytest.FixtureRequest, sakura_fixtures: Path
+    request: pytest.FixtureRequest, sakura_fixtures: Path, sakura_rules: Rules
 ) -> Iterator[CassetteFactory]:
     """A `CassetteFactory`: ``sakura_recording("billing.jsonl", ...) -> RecordingTransport``."""
-    factory = CassetteFactory(request, sakura_fixtures)
+    factory = CassetteFactory(request, sakura_fixtures, sakura_rules)
     yield factory
     factory._finish()
 
