@@ -20,6 +20,7 @@ from ._exceptions import (
     CredentialHeaderError,
     NetworkBlocked,
     RecordingForbidden,
+    UndecodableBodyError,
     UnsafeExchangeError,
 )
 from ._format import CassetteContent, Exchange, FaultInfo
@@ -59,6 +60,7 @@ __all__ = [
     "RecordingTransport",
     "Rules",
     "Scrub",
+    "UndecodableBodyError",
     "UnsafeExchangeError",
     "__version__",
     "canonical_url",

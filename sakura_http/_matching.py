@@ -30,6 +30,7 @@ import idna
 import orjson
 
 from ._format import Exchange, Headers
+from ._policy import shown_header_value
 from ._rules import Rules
 
 __all__ = [
@@ -55,17 +56,23 @@ DEFAULT_IGNORE_HEADERS = frozenset(
         "tracestate",
         "baggage",
         "x-stainless-*",
+        "idempotency-key",
+        "x-idempotency-key",
     }
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
+_MEMO_SIZE = 4096
 
 #: What a secret value is written as.
 REDACTED = "<redacted>"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
+# but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
+# `%3Credacted%3E` a client sends after following a redacted redirect.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~<>")
 
 
 def _normalize_escape(match: re.Match[str]) -> str:
@@ -79,20 +86,43 @@ def _ascii_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")
     except idna.IDNAError:
-        return host.encode("idna").decode("ascii")
+        try:
+            return host.encode("idna").decode("ascii")
+        except UnicodeError:  # not a valid name at all: compared as written
+            return host
 
 
-@functools.lru_cache(maxsize=8192)
+# A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
+# no fragment); with the port and secret checks in `canonical_url` it skips parsing, which would
+# otherwise be most of the cost of indexing a large cassette or replaying one request.
+_PLAIN_URL = re.compile(
+    r"(https?)://[a-z0-9.-]+(?::([1-9][0-9]*))?(?:/[!-\x22$&->@-~]*)?(?:\?([!-\x22$&-~]*))?"
+)
+
+
 def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
     Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
-    default port is dropped, ``%xx`` escapes of unreserved characters are decoded and the others
-    upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
-    ``authorization`` header, which the safety rules govern.  The value of every query parameter
-    named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
-    repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
+    default port is dropped, ``%xx`` escapes of unreserved characters (and of ``<`` and ``>``)
+    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out:
+    httpx already sends it as an ``authorization`` header, which the safety rules govern.  The
+    value of every query parameter named in `secret_params` (case-insensitively) becomes
+    ``<redacted>``.  Path, query order and repeated parameters are kept as sent.  A URL that
+    cannot be parsed is returned unchanged.
     """
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, port, query = plain.groups()
+        if (port is None or int(port) != _DEFAULT_PORTS[scheme]) and not (
+            query is not None and secret_params
+        ):
+            return url
+    return _canonical_url(url, secret_params)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -158,8 +188,10 @@ def _is_json(content_type: str) -> bool:
 
 def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The body as compared: canonical JSON, or multipart with its boundary replaced."""
+    if not body:
+        return body
     content_type = _content_type(headers)
-    if body and _is_json(content_type):
+    if _is_json(content_type):
         try:
             return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONDecodeError, TypeError):
@@ -185,6 +217,15 @@ class MatchRules:
     secret_query: frozenset[str] = frozenset()
     #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
     rules: Rules = field(default_factory=Rules)
+    # A key is computed for every exchange when a cassette opens and for every request, over
+    # header lists that recur (one client, one set of headers): remember what each name and
+    # each header tuple came to.  Bounded, for clients that make up names or values.
+    _ignored_names: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _ordinary: dict[Headers, Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -193,9 +234,25 @@ class MatchRules:
 
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
+        if type(headers) is not tuple:
+            return self._ordinary_headers(headers)
+        ordinary = self._ordinary.get(headers)
+        if ordinary is None:
+            ordinary = self._ordinary_headers(headers)
+            if len(self._ordinary) < _MEMO_SIZE:
+                self._ordinary[headers] = ordinary
+        return ordinary
+
+    def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        known = self._ignored_names
         kept = []
         for name, value in headers:
-            if self._ignored(name):
+            ignored = known.get(name)
+            if ignored is None:
+                ignored = self._ignored(name)
+                if len(known) < _MEMO_SIZE:
+                    known[name] = ignored
+            if ignored:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)
@@ -218,7 +275,8 @@ class MatchRules:
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
         if self.rules:
             headers = self.rules.scrub_request_headers(headers)
-        digest = hashlib.blake2b(self.body(headers, body), digest_size=16).digest()
+        compared = self.body(headers, body)
+        digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
         return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
@@ -231,18 +289,30 @@ class MatchRules:
 # --- explaining a miss ----------------------------------------------------------------------
 
 
-def _header_differences(request: Headers, recorded: Headers) -> list[str]:
-    mine: dict[str, list[str]] = {}
-    theirs: dict[str, list[str]] = {}
-    for name, value in request:
-        mine.setdefault(name, []).append(value)
-    for name, value in recorded:
-        theirs.setdefault(name, []).append(value)
+def _by_name(headers: Headers) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in headers:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _differing_headers(request: Headers, recorded: Headers) -> list[str]:
+    mine, theirs = _by_name(request), _by_name(recorded)
+    return sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+
+
+def _shown(headers: Headers, secret: frozenset[str]) -> dict[str, list[str]]:
+    # A credential's value is never printed (`shown_header_value`): a miss goes to CI logs.
+    return {
+        n: [shown_header_value(n, v, secret) for v in vs] for n, vs in _by_name(headers).items()
+    }
+
+
+def _header_differences(request: Headers, recorded: Headers, secret: frozenset[str]) -> list[str]:
+    mine, theirs = _shown(request, secret), _shown(recorded, secret)
     out = []
-    for name in sorted(mine.keys() | theirs.keys()):
+    for name in _differing_headers(request, recorded):
         a, b = mine.get(name), theirs.get(name)
-        if a == b:
-            continue
         if b is None:
             out.append(f"header {name}: only in the request ({_short(', '.join(a or []))})")
         elif a is None:
@@ -311,7 +381,9 @@ def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> 
     if request_url != recorded_url:
         out.append(f"url: request {request_url}, recorded {recorded_url}")
     header_lines = _header_differences(
-        rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
+        rules.ordinary_headers(request.headers),
+        rules.ordinary_headers(exchange.headers),
+        rules.secret,
     )
     out.extend(header_lines)
     body_differs = rules.body(request.headers, request.body) != rules.body(
@@ -432,23 +504,48 @@ def _differing_json(
 _MISSING = object()
 
 
-def _rough_distance(request: RequestData, exchange: Exchange) -> tuple[int, int]:
-    # Cheap ordering for the scan; the exact differences are computed for the winners only.
-    path = request.url.split("?", 1)[0]
-    score = 0
-    if request.method.upper() != exchange.method.upper():
-        score += 4
-    if exchange.url != request.url:
-        score += 2 if exchange.url.split("?", 1)[0] == path else 8
-    score += exchange.body != request.body
-    return score, abs(len(exchange.url) - len(request.url))
+# Body similarity is computed for this many candidates at most, on at most this many lines (or
+# characters of a one-line body) of each, so explaining a miss stays fast at any size.
+_SIMILARITY_CANDIDATES = 50
+_SIMILARITY_LINES = 200
+_SIMILARITY_CHARS = 1024
+
+
+def _distance(key: MatchKey, other: MatchKey) -> tuple[bool, int]:
+    """(whether the method or the path differs, how many parts differ: the method, the URL,
+    each header name, the body)."""
+    method = other[0] != key[0]
+    path = other[1].split("?", 1)[0] != key[1].split("?", 1)[0]
+    parts = method + (other[1] != key[1]) + len(_differing_headers(key[2], other[2]))
+    return method or path, parts + (other[3] != key[3])
+
+
+def _similarity(request: RequestData, exchange: Exchange) -> float:
+    """How alike the two bodies are, 0 to 1 (JSON compared line by line, pretty-printed)."""
+    mine: Sequence[str] = _pretty(request.headers, request.body)[:_SIMILARITY_LINES]
+    theirs: Sequence[str] = _pretty(exchange.headers, exchange.body)[:_SIMILARITY_LINES]
+    if len(mine) == 1 and len(theirs) == 1:
+        mine, theirs = mine[0][:_SIMILARITY_CHARS], theirs[0][:_SIMILARITY_CHARS]
+    return difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio()
 
 
 def explain_miss(
     request: RequestData, exchanges: Sequence[Exchange], rules: MatchRules, limit: int = 3
 ) -> list[tuple[int, Exchange, list[str]]]:
-    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences)."""
+    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences).
+
+    Exchanges with the request's method and path come first, ranked by how many parts differ
+    (method, URL, each header, body), then by how similar their body is to the request's, then
+    by position in the cassette.
+    """
+    key = rules.key_of_request(request)
+    scored = sorted(
+        (*_distance(key, rules.key_of_exchange(exchange)), index)
+        for index, exchange in enumerate(exchanges)
+    )[:_SIMILARITY_CANDIDATES]
     ranked = sorted(
-        range(len(exchanges)), key=lambda i: (_rough_distance(request, exchanges[i]), i)
+        scored, key=lambda s: (s[0], s[1], -_similarity(request, exchanges[s[2]]), s[2])
     )
-    return [(i, exchanges[i], differences(request, exchanges[i], rules)) for i in ranked[:limit]]
+    return [
+        (i, exchanges[i], differences(request, exchanges[i], rules)) for _, _, i in ranked[:limit]
+    ]

@@ -43,7 +43,10 @@ from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
     BodyDecoder,
     Redactor,
+    SecretMemory,
+    charset_of,
     check_body_size,
+    check_redactable,
     drop_secret_headers,
     refuse_credentials,
 )
@@ -303,6 +306,8 @@ class CassetteUser:
             rules=config.rules,
         )
         self.can_record = can_record
+        #: The declared secrets of this user's recent requests, searched for in later ones too.
+        self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
         self.appended = 0
@@ -323,7 +328,7 @@ class CassetteUser:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
         with advised(config.advice):
-            refuse_credentials(request.headers, config.secret_headers)
+            refuse_credentials(request.headers, config.secret_headers, config.allow_headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
@@ -341,6 +346,8 @@ class CassetteUser:
         successive recorded exchanges.
         """
         refusal = self._refusal(request)
+        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+        request = self.secrets.redactor(request.headers).request(request)
         plan = self.session.plan(request, self.config, self.rules, refusal)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
@@ -371,14 +378,14 @@ class CassetteUser:
         """The exchange recording a transport error, or None when `record_errors` is off."""
         if not self.config.record_errors:
             return None
-        secrets = self.config.secret_headers
-        redactor = Redactor(request.headers, secrets)
+        redactor = self.secrets.redactor(request.headers)
+        written = redactor.request(request)
         return self.finalize(
             Exchange(
                 method=request.method,
-                url=request.url,
-                headers=drop_secret_headers(request.headers, secrets),
-                body=request.body,
+                url=written.url,
+                headers=drop_secret_headers(written.headers, self.config.secret_headers),
+                body=written.body,
                 status=None,
                 error=FaultInfo(type(error).__name__, redactor.text(str(error))),
             ),
@@ -417,7 +424,7 @@ class CassetteUser:
         # The hook cannot put back what the safety rules took out.
         secrets = self.config.secret_headers
         with advised(self.config.advice):
-            refuse_credentials(hooked.headers, secrets)
+            refuse_credentials(hooked.headers, secrets, self.config.allow_headers)
             check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
             check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
         response_body = redactor.body(hooked.response_body)
@@ -472,9 +479,10 @@ class ResponseRecorder:
         self._user = user
         self._request = request
         self._secrets = user.config.secret_headers
-        self._redactor = Redactor(request.headers, self._secrets)
+        self._redactor = user.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
+        self._charset = "utf-8"
         self._headers: Headers = ()
         self._decoder: BodyDecoder | None = None
         self._chunks: list[bytes] = []
@@ -482,8 +490,12 @@ class ResponseRecorder:
         self._decoding_done = False
         self._live: Exchange | None = None
 
-    def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+    def start(
+        self, status: int, headers: Sequence[tuple[str, str]], charset: str = "utf-8"
+    ) -> None:
+        """`charset` spells the header values' bytes (see `_format.header_text`)."""
         self._status = status
+        self._charset = charset
         self._headers = tuple((name.lower(), value) for name, value in headers)
         self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
@@ -539,8 +551,12 @@ class ResponseRecorder:
         live_chunks = tuple(len(c) for c in self._chunks)
         body, chunks = live_body, live_chunks
         redactor = self._redactor
+        check_redactable(self._decoder, redactor)
         if redactor:
-            redacted = redactor.body(body)
+            charset = charset_of(self._headers)
+            redacted = redactor.body(body, charset)
+            if truncated:  # the rest of a secret cut short here never arrived to be found
+                redacted = redactor.cut_partial(redacted, charset)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
         timed = (
@@ -548,13 +564,15 @@ class ResponseRecorder:
             and len(chunks) > 1
             and len(self._timings) == len(chunks)
         )
+        written = redactor.request(request)
         stored = Exchange(
             method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, self._secrets),
-            body=request.body,
+            url=written.url,
+            headers=drop_secret_headers(written.headers, self._secrets),
+            body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,
@@ -567,6 +585,7 @@ class ResponseRecorder:
             body=request.body,
             status=self._status,
             response_headers=self._stored_headers(len(live_body), truncated),
+            response_header_charset=self._charset,
             response_body=live_body,
             chunks=live_chunks if len(live_chunks) > 1 else None,
             truncated=truncated,

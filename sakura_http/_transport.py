@@ -23,7 +23,7 @@ import httpx
 from ._config import CassetteConfig, resolve_config
 from ._core import RecordMode
 from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
-from ._format import Exchange
+from ._format import Exchange, header_bytes
 from ._libraries import HttpLibrary, library_of
 from ._matching import RequestData
 from ._session import CassetteSession, CassetteUser, Plan
@@ -233,7 +233,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             if fault is not None:
                 yield _Commit(plan, fault)
             raise
-        recorder.start(response.status_code, response.headers.multi_items())
+        headers, charset = library.response_headers(response)
+        recorder.start(response.status_code, headers, charset)
         if self._config.stream_through:
             stream = library.tee_stream(
                 response.stream,
@@ -244,7 +245,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             )
             return library.module.Response(
                 response.status_code,
-                headers=list(recorder.live_headers()),
+                headers=header_bytes(recorder.live_headers(), charset),
                 stream=stream,
                 request=request,
                 extensions=response.extensions,

@@ -26,7 +26,7 @@ from typing import Any
 
 from .._format import CassetteContent, Exchange, Headers
 from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, body_diff, normalized_body
-from .._policy import CREDENTIAL_HEADERS
+from .._policy import CREDENTIAL_HEADERS, shown_header_value
 
 __all__ = [
     "CassetteDiff",
@@ -166,11 +166,21 @@ def _header_changes(
     field_name: str, old: Headers, new: Headers, ignore: frozenset[str]
 ) -> list[Change]:
     mine, theirs = _by_name(old), _by_name(new)
+    shown = _hidden if field_name == "headers" else _as_is
     return [
-        Change(field_name, mine.get(name), theirs.get(name), name=name)
+        Change(field_name, shown(name, mine.get(name)), shown(name, theirs.get(name)), name=name)
         for name in sorted(mine.keys() | theirs.keys())
         if mine.get(name) != theirs.get(name) and name not in ignore
     ]
+
+
+def _as_is(name: str, values: list[str] | None) -> list[str] | None:
+    return values
+
+
+def _hidden(name: str, values: list[str] | None) -> list[str] | None:
+    # A request credential's value is never printed, only its size (`shown_header_value`).
+    return None if values is None else [shown_header_value(name, v) for v in values]
 
 
 def _is_text(body: bytes) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .._cassette import locked
 from .._exceptions import CassetteFormatError
-from .._format import decode_exchange, decode_header, parse_cassette
+from .._format import decode_exchange, decode_header, parse_cassette, torn_tail
 
 __all__ = ["RepairRefused", "RepairResult", "repair_cassette"]
 
@@ -105,8 +105,8 @@ def repair_cassette(path: Path) -> RepairResult:
     """
     with locked(path) as fd:
         data = _read_all(fd)
-        cut = data.rfind(b"\n") + 1  # 0 when there is no newline at all
-        head, tail = data[:cut], data[cut:]
+        tail = torn_tail(data)  # exactly what makes appending refuse
+        head = data[: len(data) - len(tail)]
         number = head.count(b"\n") + 1
         if b"\r" in tail.rstrip():
             # Without "\n" the rest of the file reads as one torn line; cutting it would
@@ -124,7 +124,7 @@ def repair_cassette(path: Path) -> RepairResult:
             parse_cassette(head, path)
         except CassetteFormatError as exc:
             raise RepairRefused(exc) from None
-        if not tail.strip():
+        if not tail:
             return RepairResult("none")
         is_header = not head.strip()
         if _is_complete(tail, path, number, is_header):
