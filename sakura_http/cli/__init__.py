@@ -32,6 +32,7 @@ from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._git import DRIVER, GitError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
+from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
 from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
 
@@ -600,6 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
         "refuse anything else.",
     )
     repair.add_argument("cassette", metavar="CASSETTE")
+
+    add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
     return parser
 
 
