@@ -86,7 +86,10 @@ def _ascii_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")
     except idna.IDNAError:
-        return host.encode("idna").decode("ascii")
+        try:
+            return host.encode("idna").decode("ascii")
+        except UnicodeError:  # not a valid name at all: compared as written
+            return host
 
 
 # A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,

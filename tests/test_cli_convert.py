@@ -421,8 +421,19 @@ def test_header_values_that_are_not_text_are_refused(
 
 
 def test_echoes_of_dropped_credentials_are_redacted_as_recording_does(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The same code, not a copy: the engine's redactor is the one that sees the echo.
+    from sakura_http._policy import Redactor
+
+    seen: list[bytes] = []
+    engine_body = Redactor.body
+
+    def spy(self: Redactor, body: bytes, *args: Any, **kwargs: Any) -> bytes:
+        seen.append(body)
+        return engine_body(self, body, *args, **kwargs)
+
+    monkeypatch.setattr(Redactor, "body", spy)
     token = "tok_live_5f2b9c1d7e3a"
     interaction = _interaction(
         {"body": None, "headers": {"Authorization": [f"Bearer {token}"]}},
@@ -440,6 +451,7 @@ def test_echoes_of_dropped_credentials_are_redacted_as_recording_does(
     (exchange,) = load_cassette(target).exchanges
     assert exchange.response_body == b'{"you_sent": "<redacted>"}'
     assert exchange.response_headers == (("x-echo", "<redacted>"), ("set-cookie", "<redacted>"))
+    assert f'{{"you_sent": "{token}"}}'.encode() in seen
 
 
 def test_a_conversion_that_does_not_replay_as_the_source_says_is_not_written(

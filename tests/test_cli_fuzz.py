@@ -1,5 +1,6 @@
-"""`lint`, `show`, `diff` and `repair` never print a traceback, whatever bytes they are given:
-they exit 0, 1 or 2 with a message (a property test over random and half-valid files)."""
+"""`lint`, `show`, `diff`, `repair` (and `convert`) never print a traceback, whatever bytes
+they are given: they exit 0, 1 or 2 with a message (a property test over random and half-valid
+files)."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ _COMMANDS = [
     ["diff", "{a}", "{b}"],
     ["diff", "--json", "--verbose", "{a}", "{b}"],
     ["repair", "{a}"],
+    ["convert", "--force", "{a}", "{dir}/converted.jsonl"],
 ]
 
 

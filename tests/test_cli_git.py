@@ -125,6 +125,9 @@ def test_git_revision_errors_are_one_line(repo: Path, capsys: pytest.CaptureFixt
         assert result.code == 2, argv
         assert len(result.err.splitlines()) == 1, result.err
         assert "Traceback" not in result.err
+    forgot = run(capsys, "diff", "HEAD", cassette)
+    assert forgot.code == 2
+    assert f"run `sakura-http diff HEAD -- {cassette}`" in forgot.err
 
 
 def test_git_setup_makes_git_diff_and_log_readable(

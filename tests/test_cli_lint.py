@@ -432,3 +432,21 @@ def test_credential_body_fields_are_found(
     assert finding["excerpt"] == "fake...(18 chars)"
     clean = message(body=b'{"api_key": "<redacted>"}', chunks=None)
     assert json.loads(_lint_one(tmp_path, capsys, clean)[1])["findings"] == []
+
+
+def test_credential_headers_are_whatever_recording_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lint keeps no list of its own: widen the recording rules and lint follows.
+    from sakura_http import _policy
+
+    exchange = items(headers=(("x-tenant-region", "fake-test-region-eu"),))
+    assert json.loads(_lint_one(tmp_path, capsys, exchange)[1])["findings"] == []
+    monkeypatch.setattr(
+        _policy, "CREDENTIAL_HEADERS", _policy.CREDENTIAL_HEADERS | {"x-tenant-region"}
+    )
+    code, out = _lint_one(tmp_path, capsys, exchange)
+    assert code == 1
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["check"], finding["field"]) == ("credential-header", "headers.x-tenant-region")
+    assert "fake-test-region-eu" not in out

@@ -32,6 +32,7 @@ from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._git import DRIVER, GitError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
+from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
 from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
 
@@ -266,6 +267,11 @@ def _diff_inputs(args: argparse.Namespace) -> tuple[CassetteContent, CassetteCon
                 "name two cassettes (diff OLD NEW), or a git revision and a cassette "
                 "(diff HEAD -- PATH, or diff --git HEAD PATH); see `sakura-http diff --help`"
             )
+        if not Path(args.old).exists() and Path(args.new).is_file():
+            raise _UsageError(
+                f"{args.old}: no such file; to compare {args.new} with the git revision "
+                f"{args.old}, run `sakura-http diff {args.old} -- {args.new}`"
+            )
         return _load(Path(args.old)), _load(Path(args.new))
     if len(paths) != 1:
         raise _UsageError("name exactly one cassette after `--`: diff REV -- PATH")
@@ -492,9 +498,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(
-        name: str, handler: Callable[[argparse.Namespace], int], help_text: str
+        name: str, handler: Callable[[argparse.Namespace], int], summary: str, details: str = ""
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        """Register a subcommand: `summary` is listed by `sakura-http --help`, `details`
+        follows it in the subcommand's own --help."""
+        description = f"{summary} {details}".strip()
+        sub = commands.add_parser(name, help=summary, description=description)
         sub.set_defaults(handler=handler)
         return sub
 
@@ -520,10 +529,11 @@ def build_parser() -> argparse.ArgumentParser:
     diff = command(
         "diff",
         _diff,
-        "Compare two cassettes exchange by exchange (by id, else by match key and ordinal, "
-        "then by method and URL), with body diffs. OLD may be a git revision: "
+        "Compare two cassettes, or a cassette with a git revision; exit 1 when they differ.",
+        "Exchanges pair by id, else by match key and ordinal, then by method and URL, and "
+        "show what changed, bodies as unified diffs. OLD may be a git revision: "
         "`diff HEAD -- PATH` or `diff --git HEAD PATH` compares PATH with its committed "
-        "version. Exit 1 when they differ.",
+        "version, `diff REV1 REV2 -- PATH` two revisions.",
     )
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW", nargs="?")
@@ -555,9 +565,10 @@ def build_parser() -> argparse.ArgumentParser:
     convert = command(
         "convert",
         _convert,
-        "Import vcrpy (YAML, JSON) or cassetter (YAML, TOML) cassettes: one file to OUT, or "
-        "several files or directories into the directory OUT. Each file is recorded under the "
-        "recording rules and replayed to check it before it is written.",
+        "Import vcrpy (YAML, JSON) or cassetter (YAML, TOML) cassettes.",
+        "One file is written to OUT; several files or directories into the directory OUT. "
+        "Each file is recorded under the recording rules and replayed to check it before it "
+        "is written; what cannot be converted exactly is refused (exit 2).",
     )
     convert.add_argument("sources", metavar="SOURCE", nargs="+")
     convert.add_argument("out", metavar="OUT")
@@ -566,8 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     git_setup = command(
         "git-setup",
         _git_setup,
-        "Make `git diff` and `git log -p` show cassettes readably in this repository: add a "
-        "diff attribute to .gitattributes and set its textconv to `sakura-http show --textconv`.",
+        "Make `git diff` and `git log -p` show cassettes readably in this repository.",
+        "Adds a diff attribute to .gitattributes and sets its textconv to "
+        "`sakura-http show --textconv` in the repository's git config.",
     )
     git_setup.add_argument(
         "--pattern",
@@ -589,6 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
         "refuse anything else.",
     )
     repair.add_argument("cassette", metavar="CASSETTE")
+
+    add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
     return parser
 
 

@@ -33,13 +33,14 @@ from pathlib import Path
 import httpx
 
 from .._cassette import AtomicRecording, load_cassette
-from .._exceptions import CassetteError, CredentialHeaderError
+from .._exceptions import CassetteError
 from .._format import Exchange, Headers, encode_exchange
-from .._policy import REDACTED, refuse_credentials
+from .._policy import REDACTED
 from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
+from ._lint import credential_headers
 
-__all__ = ["ConvertResult", "VcrImportError", "convert_file", "credential_headers"]
+__all__ = ["ConvertResult", "VcrImportError", "convert_file"]
 
 _REDACTED = REDACTED.encode("ascii")
 _UNSENT = frozenset({"host", "content-length"})  # httpx adds them; the source may not have
@@ -74,21 +75,6 @@ class _Bad(Exception):
     def __init__(self, source: SourceExchange, message: str) -> None:
         self.number = source.number
         super().__init__(message)
-
-
-def credential_headers(headers: Headers) -> list[str]:
-    """The headers recording would refuse unless declared secret, asked of the recording rules
-    themselves (`refuse_credentials`), so convert never keeps a list of its own."""
-    found: list[str] = []
-    while True:
-        try:
-            refuse_credentials(headers, frozenset(found))
-        except CredentialHeaderError as exc:
-            if exc.header in found:  # pragma: no cover - the rules refused a declared header
-                raise
-            found.append(exc.header)
-        else:
-            return found
 
 
 def _encoded(headers: Headers) -> list[tuple[bytes, bytes]]:

@@ -455,19 +455,17 @@ def read_foreign(data: Any, name: str) -> ForeignCassette:
             f"{name}: this is a pre-1.0 vcrpy cassette (a bare list); migrate it with vcrpy's "
             "migration script first, or re-record it"
         )
-    if not isinstance(data, Mapping) or not isinstance(data.get("interactions", []), list):
-        raise VcrImportError(
-            f"{name}: not a vcrpy or cassetter cassette (expected a mapping with an "
-            "'interactions' list)"
-        )
-    if "interactions" not in data and not (
-        "grpc_interactions" in data or "ws_interactions" in data
+    lists = ("interactions", "grpc_interactions", "ws_interactions")
+    if (
+        not isinstance(data, Mapping)
+        or not any(key in data for key in lists)
+        or not isinstance(data.get("interactions", []), list)
     ):
         raise VcrImportError(
             f"{name}: not a vcrpy or cassetter cassette (expected a mapping with an "
             "'interactions' list)"
         )
-    data = {"interactions": [], **data}
+    data = {"interactions": [], **data}  # a cassetter file may hold only gRPC/WebSocket
     kind = _kind(data)
     version = data.get("version", 1)
     if version != 1:

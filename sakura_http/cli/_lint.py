@@ -5,7 +5,8 @@ Errors are problems that break replay or put a credential on disk:
 * a format or version error (with its line number), a torn last line, duplicate `id`s; a
   vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
 * credentials in the URL before the host (`user:password@`), which recording never writes;
-* a credential header (`is_credential_header`) in the recorded request headers;
+* a credential header in the recorded request headers (`is_credential_header`, the rule
+  recording applies);
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -29,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
-from .._format import Exchange, decode_exchange, decode_header, iter_lines
+from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
 from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
 from ._foreign import sniff
 
@@ -38,6 +40,7 @@ __all__ = [
     "SECRET_SHAPES",
     "Finding",
     "SecretShape",
+    "credential_headers",
     "find_secrets",
     "lint_bytes",
     "lint_exchange",
@@ -129,11 +132,12 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         "basic auth credentials",
         re.compile(r"(?i)\bbasic\s+(?P<secret>(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
     ),
-    # Credentials by name: recording writes these as <redacted>, which these never match.
+    # Credentials by name (the names recording redacts by default): recording writes them as
+    # <redacted>, which these never match.
     SecretShape(
         "a credential query parameter",
         re.compile(
-            r"(?i)[?&;](?:key|api_key|apikey|access_token|token|client_secret|sig|signature)="
+            rf"(?i)[?&;](?:{'|'.join(sorted(map(re.escape, DEFAULT_SECRET_QUERY_PARAMS)))})="
             r"(?P<secret>(?!%3Credacted%3E)[^&#\s\"'<>]+)"
         ),
     ),
@@ -147,6 +151,13 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
 )
 
 _USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@]*)@")
+
+
+def credential_headers(headers: Headers) -> list[str]:
+    """The names among `headers` that recording refuses unless they are declared secret
+    (`is_credential_header`, the recording rule itself), in order, each once; lint and convert
+    keep no list of their own."""
+    return [name for name in dict.fromkeys(n for n, _ in headers) if is_credential_header(name)]
 
 
 def mask(secret: str) -> str:
@@ -201,8 +212,9 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
             "url",
             mask(secret),
         )
+    credentials = set(credential_headers(exchange.headers))
     for name, value in exchange.headers:
-        if is_credential_header(name):
+        if name in credentials:
             field = f"headers.{name}"
             credential_fields.add(field)
             add(

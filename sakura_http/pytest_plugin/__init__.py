@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -68,7 +68,8 @@ _MARKER = (
     "errors and network refusals on purpose; patch_clients=True sends every httpx/httpx2 "
     "client that would reach the network through the cassette; anthropic={...} and "
     "openai={...} are keyword arguments of the SDK clients of sakura_anthropic / "
-    "sakura_openai (and their async twins)."
+    "sakura_openai (and their async twins); for sakura_proxy, also upstream, ca_dir, verify, "
+    "listen and shutdown_timeout (see sakura_http.proxy.serve)."
 )
 #: Marker keywords for the SDK fixtures and patch_clients, not for the RecordingTransport.
 _FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai")
@@ -337,9 +338,27 @@ def default_cassette_name(item: pytest.Item) -> str:
 # --- fixtures ------------------------------------------------------------------------------
 
 
+class Tracked(Protocol):
+    """What the factory closes and checks at teardown: a `RecordingTransport`, or what a front
+    end built on the plugin opened on a cassette (the ``sakura_proxy`` fixture's proxy)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def config(self) -> CassetteConfig: ...
+    @property
+    def mode(self) -> RecordMode: ...
+    @property
+    def appended(self) -> int: ...
+    @property
+    def raised(self) -> list[CassetteError]: ...
+    def unplayed(self) -> list[Exchange]: ...
+    def close(self, *, failed: bool = False) -> None: ...
+
+
 @dataclass
 class _Opened:
-    transport: RecordingTransport
+    transport: Tracked
     assert_all_played: bool
 
 
@@ -435,17 +454,23 @@ class CassetteFactory:
         **transport_options: Any,
     ) -> RecordingTransport:
         path, config = self.config(name, **transport_options)
-        key = os.path.realpath(path)
-        if key not in self._holds:
-            self._holds[key] = CassetteSession.open(path, config, can_record=False)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
             config=config,
             environ={},
         )
-        self._opened.append(_Opened(transport, assert_all_played))
+        self.track(transport, assert_all_played=assert_all_played)
         return transport
+
+    def track(self, opened: Tracked, *, assert_all_played: bool = False) -> None:
+        """Close and check `opened` at teardown as the factory's own transports are: a front
+        end built on the plugin (the ``sakura_proxy`` fixture) opens its cassette with the
+        path and configuration from `config()`, then hands what it opened here."""
+        key = os.path.realpath(opened.path)
+        if key not in self._holds:
+            self._holds[key] = CassetteSession.open(opened.path, opened.config, can_record=False)
+        self._opened.append(_Opened(opened, assert_all_played))
 
     def _finish(self) -> None:
         """Close every transport, note what was written, fail on what went wrong."""
@@ -588,7 +613,8 @@ def sakura_recording(
 
 def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str, Any]]:
     """The cassette name and transport options of the test's ``cassette`` marker (the default
-    name without the marker); the SDK fixtures' and patch_clients' keywords are left out."""
+    name without the marker); ``expect_errors`` (read at teardown) and the SDK fixtures' and
+    patch_clients' keywords are left out."""
     marker = item.get_closest_marker("cassette")
     args: tuple[Any, ...] = marker.args if marker is not None else ()
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
@@ -738,3 +764,6 @@ def _common_folders(folders: list[str]) -> list[str]:
         if not any(folder == k or folder.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(folder)
     return sorted(kept)
+
+
+from ._proxy_fixture import sakura_proxy  # noqa: E402,F401  (the sakura_proxy fixture)
