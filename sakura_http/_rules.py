@@ -57,7 +57,6 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
     "openai-project",
     "anthropic-organization-id",
     "x-envoy-upstream-service-time",
-    "set-cookie",
     "x-ratelimit-limit-requests",
     "x-ratelimit-limit-tokens",
     "x-ratelimit-remaining-requests",
@@ -76,13 +75,17 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
     "anthropic-ratelimit-output-tokens-limit",
     "anthropic-ratelimit-output-tokens-remaining",
     "anthropic-ratelimit-output-tokens-reset",
-    "retry-after",
 )
 
 #: What `scrub_suggestions` takes for an e-mail address (and `Scrub.regex` can be given).
-EMAIL_PATTERN = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+EMAIL_PATTERN = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+"
 _EMAIL = re.compile(EMAIL_PATTERN, re.ASCII)
-_TOKEN = re.compile(r"(?<![\w-])[A-Za-z0-9_-]{32,256}(?![\w-])")
+# Whole runs of token characters (linear: each character is looked at once); the length is
+# checked afterwards, so a megabyte of "x" costs one match, not a backtracking search.
+_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+_TOKEN_LENGTHS = range(32, 257)
+# Suggestions are warnings: the first megabyte of a field is enough to show the shape.
+_SCANNED = 1 << 20
 _PLACEHOLDER = re.compile(r"<[a-z-]+>")
 
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+|\*)\]")
@@ -506,7 +509,7 @@ def scrub_suggestions(text: str, json_body: bytes | None = None) -> list[tuple[s
     others as ``Scrub.regex(...)``.  Placeholders such as ``<scrubbed>`` are never suggested.
     """
     paths: dict[str, str] = {}
-    if json_body:
+    if json_body and len(json_body) <= _SCANNED:
         try:
             for path, leaf in _json_paths(orjson.loads(json_body)):
                 paths.setdefault(leaf, path)
@@ -514,12 +517,15 @@ def scrub_suggestions(text: str, json_body: bytes | None = None) -> list[tuple[s
             pass
     found: list[tuple[str, str, str]] = []
     seen: set[str] = set()
+    text = text[:_SCANNED]
     for what, pattern in (("an e-mail address", _EMAIL), ("a long random token", _TOKEN)):
+        if pattern is _EMAIL and "@" not in text:
+            continue
         for match in pattern.finditer(text):
             value = match.group(0)
             if value in seen or _PLACEHOLDER.fullmatch(value):
                 continue
-            if pattern is _TOKEN and not _random_looking(value):
+            if pattern is _TOKEN and not (len(value) in _TOKEN_LENGTHS and _random_looking(value)):
                 continue
             seen.add(value)
             where = next((p for leaf, p in paths.items() if value in leaf), None)

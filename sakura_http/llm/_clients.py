@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .._config import CassetteConfig
 from .._core import RecordMode
 from .._libraries import DefaultOuter
+from .._rules import Rules
 from .._transport import RecordingTransport
 
 if TYPE_CHECKING:
@@ -127,10 +128,13 @@ def _build(
         config = transport_options.get("config")
         if config is not None:
             secrets = config.secret_headers | frozenset(LLM_SECRET_HEADERS)
-            transport_options["config"] = config.replace(secret_headers=secrets)
+            transport_options["config"] = config.replace(
+                secret_headers=secrets, rules=Rules.llm(config.rules)
+            )
         else:
             given = transport_options.get("secret_headers", ())
             transport_options["secret_headers"] = [*LLM_SECRET_HEADERS, *given]
+            transport_options["rules"] = Rules.llm(transport_options.get("rules") or Rules())
         transport_options.setdefault("outer", DefaultOuter())
         transport = RecordingTransport(cassette, **transport_options)
     options.setdefault("max_retries", 0)
