@@ -153,6 +153,8 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--upstream", "https://api.example?x=1"], "no query"),
         (["--listen", ":0"], "names no address"),
         (["--mode", "sometimes"], "invalid choice"),
+        (["--scrub-regex", "("], "regular expression '(' is invalid"),
+        (["--ignore-json", "a..b"], "JSON path 'a..b' is malformed"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -211,6 +213,27 @@ def test_help_lists_every_flag() -> None:
     for flag in (
         "--mode", "--listen", "--upstream", "--secret-header", "--record-host",
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
-        "--replay-latency",
+        "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
     ):  # fmt: skip
         assert flag in out
+
+
+def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "ruled.jsonl"
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+    )  # fmt: skip
+    live = httpx.get(f"{proxy.url}/v1/items?ts=1&who=ada@mail.example", timeout=HANG_GUARD)
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert urls(cassette) == [f"{upstream.url}/v1/items?ts=1&who=<scrubbed>"]
+    assert b"ada@mail.example" not in cassette.read_bytes()
+
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url,
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+    )  # fmt: skip
+    replayed = httpx.get(f"{proxy.url}/v1/items?ts=2&who=bo@mail.example", timeout=HANG_GUARD)
+    code, err = proxy.stop()
+    assert replayed.status_code == live.status_code == 200, err

@@ -56,8 +56,19 @@ def _proxy(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
+        from .._rules import Rules, Scrub
+
+        rules = Rules(
+            ignore_query=args.ignore_query,
+            ignore_json=args.ignore_json,
+            scrub=[
+                *(Scrub.json(path) for path in args.scrub_json),
+                *(Scrub.regex(pattern) for pattern in args.scrub_regex),
+            ],
+        )
         proxy.run(
             args.cassette,
+            rules=rules,
             on_ready=ready,
             mode=args.mode,
             listen=args.listen,
@@ -146,6 +157,20 @@ def add_proxy_commands(
         metavar="HOST[:PORT]",
         help="forward requests to these hosts without matching or recording (repeatable)",
     )
+    for flag, metavar, what in (
+        ("--ignore-query", "NAME", "a query parameter left out of matching (still recorded)"),
+        ("--ignore-json", "PATH", "a JSON body path left out of matching, e.g. metadata.user_id"),
+        ("--scrub-json", "PATH", 'a JSON body path whose value is written as "<scrubbed>"'),
+        ("--scrub-regex", "REGEX", 'a pattern written as "<scrubbed>" in URLs, headers, bodies'),
+    ):
+        proxy.add_argument(
+            flag,
+            dest=flag[2:].replace("-", "_"),
+            action="append",
+            default=[],
+            metavar=metavar,
+            help=f"{what} (repeatable; see Rules in docs/matching.md)",
+        )
     proxy.add_argument(
         "--ca-dir", metavar="DIR", help="forward mode: the CA's folder (see `sakura-http ca`)"
     )
