@@ -20,11 +20,13 @@ from ._exceptions import (
     CredentialHeaderError,
     NetworkBlocked,
     RecordingForbidden,
+    UndecodableBodyError,
     UnsafeExchangeError,
 )
 from ._format import CassetteContent, Exchange, FaultInfo
 from ._matching import DEFAULT_IGNORE_HEADERS, canonical_url
 from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
+from ._rules import LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
 from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
 
 try:
@@ -37,6 +39,7 @@ __all__ = [
     "DEFAULT_IGNORE_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_SECRET_QUERY_PARAMS",
+    "LLM_VOLATILE_RESPONSE_HEADERS",
     "Advice",
     "AsyncOuterTransport",
     "BodyTooLargeError",
@@ -49,11 +52,15 @@ __all__ = [
     "CredentialHeaderError",
     "Exchange",
     "FaultInfo",
+    "JsonPath",
     "NetworkBlocked",
     "OuterTransport",
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",
+    "Rules",
+    "Scrub",
+    "UndecodableBodyError",
     "UnsafeExchangeError",
     "__version__",
     "canonical_url",

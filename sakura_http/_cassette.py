@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ._exceptions import CassetteFormatError, RecordingForbidden
-from ._format import CassetteContent, encode_header, parse_cassette
+from ._format import CassetteContent, encode_header, parse_cassette, torn_tail
 
-__all__ = ["AtomicRecording", "append_lines", "load_cassette"]
+__all__ = ["AtomicRecording", "append_lines", "load_cassette", "locked"]
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -63,6 +63,23 @@ def _locked(fd: int) -> Iterator[None]:
         _unlock(fd)
 
 
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[int]:
+    """Hold the append lock of the existing cassette `path` for the block; yield its file
+    descriptor, open for reading and writing.
+
+    Recorders appending to `path` (in this or another process) wait until the block ends, so a
+    tool that rewrites the file in place (`sakura-http repair`) never races an append.  A
+    missing file raises `FileNotFoundError`; nothing is created.
+    """
+    fd = os.open(path, os.O_RDWR)
+    try:
+        with _locked(fd):
+            yield fd
+    finally:
+        os.close(fd)
+
+
 def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:
     """Read and parse the cassette at `path`: its header, exchanges and their line numbers.
 
@@ -87,19 +104,58 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+_BLOCK = 65536
+
+
+def _read_at(fd: int, offset: int, size: int) -> bytes:
+    os.lseek(fd, offset, os.SEEK_SET)
+    pieces = []
+    while size > 0:
+        piece = os.read(fd, size)
+        if not piece:
+            break
+        pieces.append(piece)
+        size -= len(piece)
+    return b"".join(pieces)
+
+
+def _last_line(fd: int, size: int) -> bytes:
+    """The file's bytes from its last newline on (the whole file when it has none)."""
+    end, tail = size, b""
+    while end > 0:
+        start = max(0, end - _BLOCK)
+        tail = _read_at(fd, start, end - start) + tail
+        if b"\n" in tail:
+            return tail[tail.rfind(b"\n") :]
+        end = start
+    return tail
+
+
+def _is_blank(fd: int, size: int) -> bool:
+    """Whether the file holds nothing but whitespace (reads only up to the first non-blank)."""
+    offset = 0
+    while offset < size:
+        block = _read_at(fd, offset, min(_BLOCK, size - offset))
+        if not block or block.strip():
+            return not block
+        offset += len(block)
+    return True
+
+
 def _append_locked(fd: int, path: Path, data: bytes, header: Mapping[str, Any]) -> None:
     size = os.fstat(fd).st_size
-    if size == 0:
-        data = encode_header(header) + data
-    else:
-        os.lseek(fd, size - 1, os.SEEK_SET)
-        if os.read(fd, 1) != b"\n":
-            raise CassetteFormatError(
-                path,
-                None,
-                "ends with an incomplete line (another process crashed mid-write); "
-                "nothing was appended. Run `sakura-http repair` on it, then record again",
-            )
+    last = _last_line(fd, size)
+    if torn_tail(last):
+        raise CassetteFormatError(
+            path,
+            None,
+            "ends with an incomplete line (another process crashed mid-write); "
+            "nothing was appended. Run `sakura-http repair` on it, then record again",
+        )
+    if _is_blank(fd, size):
+        data = encode_header(header) + data  # a new, empty or whitespace-only file
+    if last and not last.endswith(b"\n"):
+        data = b"\n" + data  # blank space after the last newline: start a fresh line
     _write_all(fd, data)
 
 

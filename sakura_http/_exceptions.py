@@ -12,7 +12,8 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     │   └── RecordingForbidden    the configuration forbids recording this request (.host)
     └── UnsafeExchangeError       recording would put something unsafe on disk
         ├── CredentialHeaderError a credential header was not declared secret (.header)
-        └── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
+        ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
+        └── UndecodableBodyError  a body no redaction can search may hold a secret (.reason)
 
 `CassetteError` is not an `httpx.HTTPError` on purpose: code under test that catches
 httpx errors to retry must not swallow a cassette miss.  Every message says what to do next.
@@ -32,6 +33,7 @@ __all__ = [
     "CredentialHeaderError",
     "NetworkBlocked",
     "RecordingForbidden",
+    "UndecodableBodyError",
     "UnsafeExchangeError",
     "human_size",
 ]
@@ -165,9 +167,30 @@ class BodyTooLargeError(UnsafeExchangeError):
         )
 
 
-def human_size(n: int) -> str:
-    """`n` bytes for people: "16 MiB" when it is a whole number of units, else "1,234 bytes"."""
+class UndecodableBodyError(UnsafeExchangeError):
+    """A response body stays content-encoded (an encoding that cannot be decoded here, or
+    corrupt data) while the request carried a declared secret: its bytes cannot be searched for
+    echoes, so it is not written.  `reason` says why it stays encoded."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(
+            f"response body not recorded: {reason}, so it cannot be searched for echoes of the "
+            "declared secrets. Record it with the header `accept-encoding: identity` on the "
+            "request (the server then sends it unencoded), or install the decoder httpx uses "
+            "for that encoding"
+        )
+
+
+def human_size(n: int, *, rounded: bool = False) -> str:
+    """`n` bytes for people: "16 MiB" when it is a whole number of units, else "1,234 bytes".
+
+    With `rounded` (listings, where width matters more than the last byte): "46 B",
+    "1.5 KiB", "16.0 MiB".
+    """
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if rounded and n >= size:
+            return f"{n / size:.1f} {unit}"
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
-    return f"{n:,} bytes"
+    return f"{n} B" if rounded else f"{n:,} bytes"

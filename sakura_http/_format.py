@@ -46,6 +46,7 @@ __all__ = [
     "header_text",
     "iter_lines",
     "parse_cassette",
+    "torn_tail",
 ]
 
 SCHEMA_VERSION = "1.0"
@@ -189,6 +190,15 @@ class _Bad(Exception):
     """A field problem inside one line; turned into CassetteFormatError with the line number."""
 
 
+def torn_tail(data: bytes) -> bytes:
+    """The torn last line of `data` (a crash mid-append): what follows the last newline when it
+    is not blank, else b"".  The one definition the loader, `lint`, `repair` and appending
+    share: blank space after the last newline is not torn (it reads as a blank line, and an
+    append starts a fresh line after it); a whitespace-only file is an empty cassette."""
+    tail = data[data.rfind(b"\n") + 1 :]
+    return tail if tail.strip() else b""
+
+
 def _line_spans(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int, int, int]]:
     """`(line_number, start, end)` of every non-blank line of `data`; see `iter_lines`."""
     start = 0
@@ -198,20 +208,18 @@ def _line_spans(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int
         number += 1
         end = data.find(b"\n", start)
         if end == -1:
-            end = size
+            if torn_tail(data):
+                raise CassetteFormatError(
+                    path,
+                    number,
+                    "the last line is incomplete (no trailing newline): a recording was "
+                    "interrupted mid-write. Run `sakura-http repair` on the file to drop it "
+                    "(a backup is kept), then record again",
+                )
+            return
         # A JSON line starts with "{" (or "["): only an odd line pays for a copy to strip.
-        if data[start] not in _JSON_START and not data[start:end].strip():
-            start = end + 1
-            continue
-        if end == size:
-            raise CassetteFormatError(
-                path,
-                number,
-                "the last line is incomplete (no trailing newline): a recording was "
-                "interrupted mid-write. Run `sakura-http repair` on the file to drop it "
-                "(a backup is kept), then record again",
-            )
-        yield number, start, end
+        if data[start] in _JSON_START or data[start:end].strip():
+            yield number, start, end
         start = end + 1
 
 

@@ -30,6 +30,8 @@ import idna
 import orjson
 
 from ._format import Exchange, Headers
+from ._policy import shown_header_value
+from ._rules import Rules
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
@@ -54,6 +56,8 @@ DEFAULT_IGNORE_HEADERS = frozenset(
         "tracestate",
         "baggage",
         "x-stainless-*",
+        "idempotency-key",
+        "x-idempotency-key",
     }
 )
 
@@ -65,7 +69,10 @@ REDACTED = "<redacted>"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
+# but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
+# `%3Credacted%3E` a client sends after following a redacted redirect.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~<>")
 
 
 def _normalize_escape(match: re.Match[str]) -> str:
@@ -79,7 +86,10 @@ def _ascii_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")
     except idna.IDNAError:
-        return host.encode("idna").decode("ascii")
+        try:
+            return host.encode("idna").decode("ascii")
+        except UnicodeError:  # not a valid name at all: compared as written
+            return host
 
 
 # A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
@@ -94,11 +104,12 @@ def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
     Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
-    default port is dropped, ``%xx`` escapes of unreserved characters are decoded and the others
-    upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
-    ``authorization`` header, which the safety rules govern.  The value of every query parameter
-    named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
-    repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
+    default port is dropped, ``%xx`` escapes of unreserved characters (and of ``<`` and ``>``)
+    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out:
+    httpx already sends it as an ``authorization`` header, which the safety rules govern.  The
+    value of every query parameter named in `secret_params` (case-insensitively) becomes
+    ``<redacted>``.  Path, query order and repeated parameters are kept as sent.  A URL that
+    cannot be parsed is returned unchanged.
     """
     plain = _PLAIN_URL.fullmatch(url)
     if plain is not None:
@@ -124,13 +135,11 @@ def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     path = _ESCAPE.sub(_normalize_escape, parts.path)
     query = _ESCAPE.sub(_normalize_escape, parts.query)
     if secret_params and query:
-        fields = []
-        for field in query.split("&"):
-            name, eq, _value = field.partition("=")
-            if eq and name.lower() in secret_params:
-                field = f"{name}={REDACTED}"
-            fields.append(field)
-        query = "&".join(fields)
+        items = []
+        for item in query.split("&"):
+            name, eq, _value = item.partition("=")
+            items.append(f"{name}={REDACTED}" if eq and name.lower() in secret_params else item)
+        query = "&".join(items)
     text = f"{scheme}://{netloc}{path}"
     if query or url.endswith("?"):
         text += f"?{query}"
@@ -189,7 +198,13 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
             return body
     boundary = _boundary(content_type)
     if boundary:
-        return body.replace(boundary.encode("latin-1"), _BOUNDARY_TOKEN)
+        # The header is text but the body is bytes: a client may have encoded a non-ASCII
+        # boundary either way, and one outside Latin-1 has only its UTF-8 form.
+        for encoding in ("utf-8", "latin-1"):
+            try:
+                body = body.replace(boundary.encode(encoding), _BOUNDARY_TOKEN)
+            except UnicodeEncodeError:
+                continue
     return body
 
 
@@ -200,6 +215,8 @@ class MatchRules:
     ignore: frozenset[str]
     secret: frozenset[str]
     secret_query: frozenset[str] = frozenset()
+    #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
+    rules: Rules = field(default_factory=Rules)
     # A key is computed for every exchange when a cassette opens and for every request, over
     # header lists that recur (one client, one set of headers): remember what each name and
     # each header tuple came to.  Bounded, for clients that make up names or values.
@@ -244,15 +261,23 @@ class MatchRules:
             kept.append((name, value))
         return tuple(sorted(kept))
 
+    def url(self, url: str) -> str:
+        """The URL as compared: canonical, secrets redacted, then the rules applied."""
+        url = canonical_url(url, self.secret_query)
+        return self.rules.match_url(url) if self.rules else url
+
+    def body(self, headers: Headers, body: bytes) -> bytes:
+        """The body as compared (see `normalized_body`), after the rules."""
+        if self.rules:
+            body = self.rules.match_body(headers, body)
+        return normalized_body(headers, body)
+
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        normalized = normalized_body(headers, body)
-        digest = hashlib.blake2b(normalized, digest_size=16).digest() if normalized else b""
-        return (
-            method.upper(),
-            canonical_url(url, self.secret_query),
-            self.ordinary_headers(headers),
-            digest,
-        )
+        if self.rules:
+            headers = self.rules.scrub_request_headers(headers)
+        compared = self.body(headers, body)
+        digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
+        return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
         return self.key(request.method, request.url, request.headers, request.body)
@@ -264,18 +289,30 @@ class MatchRules:
 # --- explaining a miss ----------------------------------------------------------------------
 
 
-def _header_differences(request: Headers, recorded: Headers) -> list[str]:
-    mine: dict[str, list[str]] = {}
-    theirs: dict[str, list[str]] = {}
-    for name, value in request:
-        mine.setdefault(name, []).append(value)
-    for name, value in recorded:
-        theirs.setdefault(name, []).append(value)
+def _by_name(headers: Headers) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in headers:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _differing_headers(request: Headers, recorded: Headers) -> list[str]:
+    mine, theirs = _by_name(request), _by_name(recorded)
+    return sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+
+
+def _shown(headers: Headers, secret: frozenset[str]) -> dict[str, list[str]]:
+    # A credential's value is never printed (`shown_header_value`): a miss goes to CI logs.
+    return {
+        n: [shown_header_value(n, v, secret) for v in vs] for n, vs in _by_name(headers).items()
+    }
+
+
+def _header_differences(request: Headers, recorded: Headers, secret: frozenset[str]) -> list[str]:
+    mine, theirs = _shown(request, secret), _shown(recorded, secret)
     out = []
-    for name in sorted(mine.keys() | theirs.keys()):
+    for name in _differing_headers(request, recorded):
         a, b = mine.get(name), theirs.get(name)
-        if a == b:
-            continue
         if b is None:
             out.append(f"header {name}: only in the request ({_short(', '.join(a or []))})")
         elif a is None:
@@ -303,6 +340,12 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
     return body.decode("utf-8", "replace").splitlines() or [""]
 
 
+def pretty_body(headers: Headers, body: bytes) -> list[str]:
+    """`body` as lines for people: JSON pretty-printed with sorted keys, other text as it is
+    (undecodable bytes replaced).  The one pretty-printer of miss messages and the CLI."""
+    return _pretty(headers, body)
+
+
 def body_diff(
     request_headers: Headers,
     request_body: bytes,
@@ -328,45 +371,181 @@ def body_diff(
 
 
 def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
-    """Which parts of `request` differ from a recorded exchange, one line per part."""
+    """Which parts of `request` differ from a recorded exchange, one line per part, after the
+    matching rules are applied; ends with the rule that would make them match, when one
+    would."""
     out = []
     if request.method.upper() != exchange.method.upper():
         out.append(f"method: request {request.method}, recorded {exchange.method}")
-    if request.url != exchange.url:
-        out.append(f"url: request {request.url}, recorded {exchange.url}")
-    out.extend(
-        _header_differences(
-            rules.ordinary_headers(request.headers), rules.ordinary_headers(exchange.headers)
-        )
+    request_url, recorded_url = rules.url(request.url), rules.url(exchange.url)
+    if request_url != recorded_url:
+        out.append(f"url: request {request_url}, recorded {recorded_url}")
+    header_lines = _header_differences(
+        rules.ordinary_headers(request.headers),
+        rules.ordinary_headers(exchange.headers),
+        rules.secret,
     )
-    if normalized_body(request.headers, request.body) != normalized_body(
+    out.extend(header_lines)
+    body_differs = rules.body(request.headers, request.body) != rules.body(
         exchange.headers, exchange.body
-    ):
+    )
+    if body_differs:
         out.append("body differs:")
         out.extend(
             "    " + line
             for line in body_diff(request.headers, request.body, exchange.headers, exchange.body)
         )
+    out.extend(
+        _rule_hints(
+            request,
+            exchange,
+            url_differs=request_url != recorded_url,
+            headers=[line.split(":", 1)[0].removeprefix("header ") for line in header_lines],
+            body_differs=body_differs,
+            method_differs=request.method.upper() != exchange.method.upper(),
+        )
+    )
     return out
 
 
-def _rough_distance(request: RequestData, exchange: Exchange) -> tuple[int, int]:
-    # Cheap ordering for the scan; the exact differences are computed for the winners only.
-    path = request.url.split("?", 1)[0]
-    score = 0
-    if request.method.upper() != exchange.method.upper():
-        score += 4
-    if exchange.url != request.url:
-        score += 2 if exchange.url.split("?", 1)[0] == path else 8
-    score += exchange.body != request.body
-    return score, abs(len(exchange.url) - len(request.url))
+#: Request headers that carry the API version an SDK asks for, and the client option pinning it.
+VERSION_HEADERS = {"anthropic-version": "Anthropic", "openai-version": "OpenAI"}
+
+
+def _rule_hints(
+    request: RequestData,
+    exchange: Exchange,
+    *,
+    url_differs: bool,
+    headers: list[str],
+    body_differs: bool,
+    method_differs: bool,
+) -> list[str]:
+    """What to do when only one kind of part differs: the rule or fix that makes it match."""
+    parts = [url_differs, bool(headers), body_differs, method_differs]
+    if sum(parts) != 1:
+        return []
+    if headers and all(name in VERSION_HEADERS for name in headers):
+        name = headers[0]
+        recorded = dict(exchange.headers).get(name, "")
+        return [
+            f"only {name} differs: it is the API version the {VERSION_HEADERS[name]} SDK asks "
+            "for, so an SDK upgrade changed it. Re-record the cassette, or pin the header in "
+            f'the client: default_headers={{"{name}": "{recorded}"}}'
+        ]
+    if url_differs:
+        names = _differing_query(request.url, exchange.url)
+        if names is not None:
+            shown = ", ".join(f"`{n}`" for n in names)
+            listed = ", ".join(f'"{n}"' for n in names)
+            return [
+                f"only query parameter {shown} differs; if it changes on every run, ignore it "
+                f"with Rules(ignore_query=[{listed}])"
+            ]
+    if body_differs:
+        paths = _differing_json(request.headers, request.body, exchange.headers, exchange.body)
+        if paths:
+            shown = ", ".join(f"`{p}`" for p in paths)
+            listed = ", ".join(f'"{p}"' for p in paths)
+            return [
+                f"only {shown} differs; if it changes on every run, ignore it with "
+                f"Rules(ignore_json=[{listed}])"
+            ]
+    return []
+
+
+def _differing_query(url: str, other: str) -> list[str] | None:
+    """The query parameters two URLs with the same base differ in (None: the bases differ)."""
+    base, _, query = url.partition("?")
+    other_base, _, other_query = other.partition("?")
+    if base != other_base:
+        return None
+
+    def parse(text: str) -> dict[str, list[str]]:
+        fields: dict[str, list[str]] = {}
+        for item in text.split("&") if text else []:
+            name, _, value = item.partition("=")
+            fields.setdefault(name, []).append(value)
+        return fields
+
+    mine, theirs = parse(query), parse(other_query)
+    names = sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+    return names or None
+
+
+def _differing_json(
+    headers: Headers, body: bytes, other_headers: Headers, other_body: bytes, limit: int = 3
+) -> list[str]:
+    """The JSON paths two bodies differ at, when they are few (else [])."""
+    if not (_is_json(_content_type(headers)) and _is_json(_content_type(other_headers))):
+        return []
+    try:
+        mine, theirs = orjson.loads(body), orjson.loads(other_body)
+    except orjson.JSONDecodeError:
+        return []
+    paths: list[str] = []
+
+    def walk(a: object, b: object, path: str) -> None:
+        if len(paths) > limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(a.keys() | b.keys()):
+                walk(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}" if path else key)
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{path}[{i}]")
+        elif a != b:
+            paths.append(path or "(the whole body)")
+
+    walk(mine, theirs, "")
+    return paths if 0 < len(paths) <= limit and "(the whole body)" not in paths else []
+
+
+_MISSING = object()
+
+
+# Body similarity is computed for this many candidates at most, on at most this many lines (or
+# characters of a one-line body) of each, so explaining a miss stays fast at any size.
+_SIMILARITY_CANDIDATES = 50
+_SIMILARITY_LINES = 200
+_SIMILARITY_CHARS = 1024
+
+
+def _distance(key: MatchKey, other: MatchKey) -> tuple[bool, int]:
+    """(whether the method or the path differs, how many parts differ: the method, the URL,
+    each header name, the body)."""
+    method = other[0] != key[0]
+    path = other[1].split("?", 1)[0] != key[1].split("?", 1)[0]
+    parts = method + (other[1] != key[1]) + len(_differing_headers(key[2], other[2]))
+    return method or path, parts + (other[3] != key[3])
+
+
+def _similarity(request: RequestData, exchange: Exchange) -> float:
+    """How alike the two bodies are, 0 to 1 (JSON compared line by line, pretty-printed)."""
+    mine: Sequence[str] = _pretty(request.headers, request.body)[:_SIMILARITY_LINES]
+    theirs: Sequence[str] = _pretty(exchange.headers, exchange.body)[:_SIMILARITY_LINES]
+    if len(mine) == 1 and len(theirs) == 1:
+        mine, theirs = mine[0][:_SIMILARITY_CHARS], theirs[0][:_SIMILARITY_CHARS]
+    return difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio()
 
 
 def explain_miss(
     request: RequestData, exchanges: Sequence[Exchange], rules: MatchRules, limit: int = 3
 ) -> list[tuple[int, Exchange, list[str]]]:
-    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences)."""
+    """The `limit` recorded exchanges closest to `request`: (index, exchange, differences).
+
+    Exchanges with the request's method and path come first, ranked by how many parts differ
+    (method, URL, each header, body), then by how similar their body is to the request's, then
+    by position in the cassette.
+    """
+    key = rules.key_of_request(request)
+    scored = sorted(
+        (*_distance(key, rules.key_of_exchange(exchange)), index)
+        for index, exchange in enumerate(exchanges)
+    )[:_SIMILARITY_CANDIDATES]
     ranked = sorted(
-        range(len(exchanges)), key=lambda i: (_rough_distance(request, exchanges[i]), i)
+        scored, key=lambda s: (s[0], s[1], -_similarity(request, exchanges[s[2]]), s[2])
     )
-    return [(i, exchanges[i], differences(request, exchanges[i], rules)) for i in ranked[:limit]]
+    return [
+        (i, exchanges[i], differences(request, exchanges[i], rules)) for _, _, i in ranked[:limit]
+    ]

@@ -14,23 +14,46 @@ These rules run in one place, before anything can reach the cassette file or the
 
 from __future__ import annotations
 
-import importlib
+import base64
+import binascii
+import codecs
+import collections
+import contextlib
+import dataclasses
+import functools
+import json
+import re
+import threading
 import zlib
-from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import quote, quote_plus
 
-from ._exceptions import BodyTooLargeError, CredentialHeaderError
+from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
+
+from ._exceptions import BodyTooLargeError, CredentialHeaderError, UndecodableBodyError
 from ._format import Headers
+
+if TYPE_CHECKING:
+    from ._matching import RequestData
 
 __all__ = [
     "CREDENTIAL_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
+    "NOT_CREDENTIAL_HEADERS",
+    "PROVIDER_CREDENTIAL_HEADERS",
     "REDACTED",
     "BodyDecoder",
     "Redactor",
+    "SecretMemory",
+    "charset_of",
     "check_body_size",
+    "check_redactable",
     "drop_secret_headers",
+    "is_credential_header",
     "refuse_credentials",
+    "secrets_of",
+    "shown_header_value",
 ]
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -41,16 +64,82 @@ CREDENTIAL_HEADERS = frozenset(
     {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie"}
 )
 
+#: Credential headers of well-known providers, refused like `CREDENTIAL_HEADERS` (most of them
+#: also have a credential shape; the list keeps them refused whatever the shapes become).
+PROVIDER_CREDENTIAL_HEADERS = frozenset(
+    {
+        "x-goog-api-key",  # Google (Gemini, Maps)
+        "ocp-apim-subscription-key",  # Azure API Management, Azure AI
+        "x-amz-security-token",  # AWS session credentials
+        "private-token",  # GitLab
+        "job-token",  # GitLab CI
+        "x-functions-key",  # Azure Functions
+        "x-vault-token",  # HashiCorp Vault
+        "x-consul-token",  # HashiCorp Consul
+        "x-shopify-access-token",  # Shopify
+        "x-figma-token",  # Figma
+        "x-riot-token",  # Riot Games
+        "x-cg-pro-api-key",  # CoinGecko
+        "x-rapidapi-key",  # RapidAPI
+        "x-algolia-api-key",  # Algolia
+        "x-api-token",
+        "x-access-token",
+        "x-session-token",
+    }
+)
+
+#: Header names with a credential shape that are not credentials: idempotency keys are random
+#: per request (see `DEFAULT_IGNORE_HEADERS`), the WebSocket key is a public nonce.
+NOT_CREDENTIAL_HEADERS = frozenset({"idempotency-key", "x-idempotency-key", "sec-websocket-key"})
+
+_CREDENTIAL_SUFFIXES = ("-key", "-token", "-secret", "-signature")
+_CREDENTIAL_WORDS = frozenset({"key", "token", "secret", "signature", "apikey"})
+_CREDENTIAL_PARTS = ("api-key", "apikey", "auth")
+
 # Secrets shorter than this are still dropped from request headers, but not searched for in
 # response bodies: replacing every "1" in a body would destroy it without protecting anything.
 _MIN_ECHO_LENGTH = 4
 
 
-def refuse_credentials(headers: Iterable[tuple[str, str]], secret_headers: frozenset[str]) -> None:
-    """Raise `CredentialHeaderError` for the first credential header not declared secret."""
+def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
+    """Whether a request header named `name` carries a credential, so it must be declared in
+    `secret_headers` to be sent: one of `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`,
+    or a name of credential shape (ending in ``-key``, ``-token``, ``-secret`` or
+    ``-signature``, or containing ``api-key``, ``apikey`` or ``auth``; ``_`` counts as ``-``).
+
+    `NOT_CREDENTIAL_HEADERS` and the names in `allow` (lower-case) are never credentials.
+    """
+    name = name.lower()
+    if name in allow or name in NOT_CREDENTIAL_HEADERS:
+        return False
+    if name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS:
+        return True
+    shape = name.replace("_", "-")
+    return (
+        shape in _CREDENTIAL_WORDS
+        or shape.endswith(_CREDENTIAL_SUFFIXES)
+        or any(part in shape for part in _CREDENTIAL_PARTS)
+    )
+
+
+def refuse_credentials(
+    headers: Iterable[tuple[str, str]],
+    secret_headers: frozenset[str],
+    allow: Collection[str] = frozenset(),
+) -> None:
+    """Raise `CredentialHeaderError` for the first credential header (`is_credential_header`)
+    not declared secret; `allow` names headers that are not credentials after all."""
     for name, value in headers:
-        if name in CREDENTIAL_HEADERS and name not in secret_headers:
+        if name not in secret_headers and is_credential_header(name, allow):
             raise CredentialHeaderError(name, value)
+
+
+def shown_header_value(name: str, value: str, secret_headers: Collection[str] = ()) -> str:
+    """`value` as a message (a miss, a diff) may print it: the value of a credential header or
+    of a declared secret is replaced by its length, so logs never hold it."""
+    if name in secret_headers or is_credential_header(name):
+        return f"<hidden, {len(value)} chars>"
+    return value
 
 
 def drop_secret_headers(headers: Headers, secret_headers: frozenset[str]) -> Headers:
@@ -64,39 +153,210 @@ def check_body_size(size: int, limit: int, side: str) -> None:
         raise BodyTooLargeError(side, limit)
 
 
-class Redactor:
-    """Replaces the values of declared secret headers wherever a response echoes them.
+# --- redaction ----------------------------------------------------------------------------
 
-    Built from the live request's headers; for `Bearer <token>`-style values the token alone is
-    searched for too, since servers often echo only the token.
+
+def _candidates(name: str, value: str) -> Iterator[str]:
+    """The strings of one declared secret header a server may echo: the whole value, the
+    credential after an auth scheme (`Bearer x`, `Token x`, `Basic x`, plus the `user:password`
+    and the password a Basic credential decodes to), and each cookie's value and pair."""
+    yield value
+    scheme, _, credential = value.strip().partition(" ")
+    if credential and scheme.isalnum():
+        yield credential
+        if scheme.lower() == "basic":
+            try:
+                pair = base64.b64decode(credential.strip(), validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                pair = ""
+            if pair:
+                yield pair
+                yield pair.partition(":")[2]
+    if name == "cookie":
+        for cookie in value.split(";"):
+            yield cookie
+            yield cookie.partition("=")[2]
+
+
+def _url_forms(text: str) -> set[str]:
+    forms = {quote(text, safe=""), quote(text), quote_plus(text, safe=""), quote_plus(text)}
+    # Servers write percent escapes in either case.
+    return forms | {re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), f) for f in forms}
+
+
+def _json_forms(text: str) -> set[str]:
+    forms = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+    return forms | {f.replace("/", "\\/") for f in forms}  # PHP and others escape "/"
+
+
+def _base64_forms(data: bytes) -> set[str]:
+    """Base64 (standard and URL-safe) of `data` on its own, and the part of it that stays the
+    same wherever `data` sits inside a longer base64-encoded text (three alignments)."""
+    plain = base64.b64encode(data).decode("ascii")
+    forms = {plain, plain.rstrip("=")}
+    for shift in (0, 1, 2):
+        encoded = base64.b64encode(b"\0" * shift + data).decode("ascii")
+        stable = encoded[4 if shift else 0 : (shift + len(data)) // 3 * 4]
+        if len(stable) >= 8:
+            forms.add(stable)
+    return forms | {f.translate(_URLSAFE) for f in forms}
+
+
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_forms(secret: str) -> frozenset[str]:
+    """Every form in which a server plausibly echoes `secret`, as text."""
+    forms = {secret, *_url_forms(secret), *_json_forms(secret)}
+    forms |= _base64_forms(secret.encode("utf-8"))
+    with contextlib.suppress(UnicodeEncodeError):
+        forms |= _base64_forms(secret.encode("latin-1"))
+    return frozenset(forms)
+
+
+def _encodings_of(charset: str | None) -> tuple[str, ...]:
+    """The byte encodings to search a body in: UTF-8, Latin-1 and the declared charset."""
+    names = ["utf-8", "latin-1"]
+    if charset:
+        try:
+            name = codecs.lookup(charset).name
+        except LookupError:
+            name = ""
+        if name in ("utf-16", "utf-32"):
+            names += [name + "-le", name + "-be"]  # either byte order, without a BOM
+        elif name:
+            names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+class _Needles:
+    """The compiled search set for one set of secrets: built once, shared by every request
+    that carries the same secrets."""
+
+    def __init__(self, secrets: frozenset[str]) -> None:
+        forms: set[str] = set()
+        for secret in secrets:
+            forms |= _text_forms(secret)
+        forms = {f for f in forms if len(f) >= _MIN_ECHO_LENGTH and f not in _MARKERS}
+        # How a non-UTF-8 header value decoded as Latin-1 shows a UTF-8 echo.
+        forms |= {f.encode("utf-8").decode("latin-1") for f in forms if not f.isascii()}
+        # Longest first, so a whole "Bearer xyz" is replaced before its "xyz" part.
+        self.text = sorted(forms, key=lambda f: (-len(f), f))
+        self._forms = self.text
+        self._bytes: dict[str | None, list[bytes]] = {}
+
+    def bytes_for(self, charset: str | None) -> list[bytes]:
+        found = self._bytes.get(charset)
+        if found is None:
+            out: set[bytes] = set()
+            for encoding in _encodings_of(charset):
+                for form in self._forms:
+                    with contextlib.suppress(UnicodeEncodeError):
+                        out.add(form.encode(encoding))
+            found = sorted(out, key=lambda n: (-len(n), n))
+            self._bytes[charset] = found
+        return found
+
+
+# Needles never searched for: text that is part of the replacement itself.
+_URL_REDACTED = quote(REDACTED, safe="")
+_MARKERS = frozenset({REDACTED, _URL_REDACTED})
+
+
+@functools.lru_cache(maxsize=64)
+def _needles(secrets: frozenset[str]) -> _Needles:
+    return _Needles(secrets)
+
+
+def _replace_all(value: str, needles: Iterable[str], marker: str) -> str:
+    for needle in needles:
+        if needle in value:
+            value = value.replace(needle, marker)
+    return value
+
+
+def secrets_of(
+    headers: Iterable[tuple[str, str]], secret_headers: Collection[str]
+) -> frozenset[str]:
+    """The strings of the declared secret headers among `headers` that are searched for
+    (`_candidates`, at least 4 characters long)."""
+    found = {
+        candidate.strip()
+        for name, value in headers
+        if name in secret_headers
+        for candidate in _candidates(name, value)
+    }
+    return frozenset(s for s in found if len(s) >= _MIN_ECHO_LENGTH)
+
+
+class Redactor:
+    """Replaces every value of a declared secret wherever something to be written echoes it.
+
+    The secrets are the values of the declared secret headers of the live request (plus any
+    `extra` values, such as those a session saw on earlier requests), in every form in which a
+    server plausibly echoes them (`_candidates` x raw, URL-encoded, JSON-escaped and base64, in
+    UTF-8, Latin-1 and the response's declared charset).  The search set is built once per set
+    of secrets.  A redactor with nothing to search for is false.
     """
 
-    __slots__ = ("_needles",)
+    __slots__ = ("_needles", "secrets")
 
-    def __init__(self, headers: Iterable[tuple[str, str]], secret_headers: frozenset[str]) -> None:
-        needles: set[str] = set()
-        for name, value in headers:
-            if name not in secret_headers:
-                continue
-            for candidate in (value, value.partition(" ")[2]):
-                candidate = candidate.strip()
-                if len(candidate) >= _MIN_ECHO_LENGTH:
-                    needles.add(candidate)
-        # Longest first, so a whole "Bearer xyz" is replaced before its "xyz" part.
-        self._needles = sorted(needles, key=len, reverse=True)
+    def __init__(
+        self,
+        headers: Iterable[tuple[str, str]],
+        secret_headers: Collection[str],
+        extra: Iterable[str] = (),
+    ) -> None:
+        #: The secret strings searched for (in all their forms), never shown anywhere.
+        self.secrets = secrets_of(headers, secret_headers) | frozenset(
+            s for s in extra if len(s) >= _MIN_ECHO_LENGTH
+        )
+        self._needles = _needles(self.secrets) if self.secrets else None
 
     def __bool__(self) -> bool:
-        return bool(self._needles)
+        return self._needles is not None
 
     def text(self, value: str) -> str:
-        for needle in self._needles:
-            value = value.replace(needle, REDACTED)
-        return value
+        """`value` (a header value, an error message) with every echo replaced."""
+        if self._needles is None:
+            return value
+        return _replace_all(value, self._needles.text, REDACTED)
 
-    def body(self, body: bytes) -> bytes:
-        for needle in self._needles:
-            body = body.replace(needle.encode("utf-8"), REDACTED.encode("ascii"))
+    def url(self, value: str) -> str:
+        """A URL with every echo replaced by the URL-encoded marker, so a client following a
+        redacted redirect (`location: ...<redacted>`) requests exactly the URL written."""
+        if self._needles is None:
+            return value
+        return _replace_all(value, self._needles.text, _URL_REDACTED)
+
+    def body(self, body: bytes, charset: str | None = None) -> bytes:
+        """`body` with every echo replaced, searched in UTF-8, Latin-1 and `charset`."""
+        if self._needles is None or not body:
+            return body
+        marker = REDACTED.encode("ascii")
+        for needle in self._needles.bytes_for(charset):
+            if needle in body:
+                body = body.replace(needle, marker)
         return body
+
+    def cut_partial(self, body: bytes, charset: str | None = None) -> bytes:
+        """`body`, which ends early (a truncated stream), without a last part that could be
+        the start of a secret: the rest of the secret never arrived, so no search can find it.
+        """
+        if self._needles is None or not body:
+            return body
+        cut = 0
+        for needle in self._needles.bytes_for(charset):
+            for size in range(min(len(needle) - 1, len(body)), cut, -1):
+                if body.endswith(needle[:size]):
+                    cut = size
+                    break
+        return body[: len(body) - cut]
+
+    def headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        """Header values with every echo replaced."""
+        return tuple((name, self.text(value)) for name, value in headers)
 
     def response_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Response headers as written: `set-cookie` redacted, echoed secrets replaced."""
@@ -104,6 +364,55 @@ class Redactor:
             (name, REDACTED if name == "set-cookie" else self.text(value))
             for name, value in headers
         )
+
+    def request(self, request: RequestData) -> RequestData:
+        """`request` as written and matched: URL, headers and body with every echo replaced
+        (declared secret headers themselves are dropped on writing, and never matched)."""
+        if self._needles is None:
+            return request
+        return dataclasses.replace(
+            request,
+            url=self.url(request.url),
+            headers=self.headers(request.headers),
+            body=self.body(request.body, charset_of(request.headers)),
+        )
+
+
+class SecretMemory:
+    """The declared secret values of a session's recent requests, so that the next requests'
+    redactors search them too: a token echoed in a redirect's `location` must not reach the
+    next hop's recorded URL, even though the client drops `authorization` across origins.
+
+    Only the secrets of the last `REMEMBERED` requests that carried any are kept (a redirect
+    chain is short, and a signature that changes on every request must not grow the search
+    without bound).  Values are kept in memory only.  Thread-safe."""
+
+    REMEMBERED = 4
+
+    def __init__(self, secret_headers: Collection[str]) -> None:
+        self._secret_headers = secret_headers
+        self._recent: collections.deque[frozenset[str]] = collections.deque(maxlen=self.REMEMBERED)
+        self._lock = threading.Lock()
+
+    def redactor(self, headers: Iterable[tuple[str, str]]) -> Redactor:
+        """The redactor for a request with `headers`; remembers its secrets."""
+        own = secrets_of(headers, self._secret_headers)
+        with self._lock:
+            remembered = frozenset().union(*self._recent)
+            if own and own not in self._recent:
+                self._recent.append(own)
+        return Redactor((), (), own | remembered)
+
+
+def charset_of(headers: Iterable[tuple[str, str]]) -> str | None:
+    """The `charset` parameter of the `content-type` header, if any."""
+    for name, value in headers:
+        if name == "content-type":
+            for param in value.split(";")[1:]:
+                key, _, found = param.strip().partition("=")
+                if key.strip().lower() == "charset" and found.strip():
+                    return found.strip().strip('"')
+    return None
 
 
 # --- bounded content decoding -------------------------------------------------------------
@@ -148,6 +457,8 @@ class _ZlibDecoder:
 
 
 class _BrotliDecoder:
+    """`brotli` >= 1.2, whose decompressor can cap its output at `room`."""
+
     def __init__(self, module: Any) -> None:
         self._obj = module.Decompressor()
 
@@ -159,6 +470,34 @@ class _BrotliDecoder:
 
     def flush(self, room: int) -> bytes:
         return b""
+
+
+class _SlicedDecoder:
+    """An httpx decoder that cannot cap its output (httpx's `BrotliDecoder` over `brotlicffi`
+    or an older `brotli`), fed in small slices and stopped as soon as the output passes
+    `room`, so a bomb overshoots the limit by at most what one slice expands to."""
+
+    _SLICE = 64
+
+    def __init__(self, decoder: Any) -> None:
+        self._decoder = decoder
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        pieces: list[bytes] = []
+        size = 0
+        for start in range(0, len(data), self._SLICE):
+            piece: bytes = self._decoder.decode(data[start : start + self._SLICE])
+            size += len(piece)
+            if size > room:
+                raise _OverLimit
+            pieces.append(piece)
+        return b"".join(pieces)
+
+    def flush(self, room: int) -> bytes:
+        out: bytes = self._decoder.flush()
+        if len(out) > room:
+            raise _OverLimit
+        return out
 
 
 class _BoundedSink:
@@ -199,24 +538,29 @@ class _OverLimit(Exception):
     pass
 
 
-def _optional_decoder(module_name: str, build: Callable[[Any], _Decoder]) -> _Decoder | None:
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        return None
-    if module_name == "brotli" and not hasattr(module.Decompressor, "can_accept_more_data"):
-        return None  # brotli < 1.2 cannot bound its output; store such bodies raw instead
-    return build(module)
-
-
 def _decoder_for(encoding: str) -> _Decoder | None:
+    """A bounded decoder for `encoding`, or None when it cannot be decoded here.
+
+    br and zstd are decoded exactly when httpx can decode them, with the library httpx itself
+    picked (`brotli` or `brotlicffi`; `zstandard`): what httpx would hand its caller decoded is
+    what is stored decoded.
+    """
     if encoding in ("gzip", "x-gzip", "deflate"):
         return _ZlibDecoder(encoding)
+    if encoding not in httpx_decoders.SUPPORTED_DECODERS:
+        return None
     if encoding == "br":
-        return _optional_decoder("brotli", _BrotliDecoder)
+        module: Any = getattr(httpx_decoders, "brotli", None)
+        if module is not None and _brotli_can_bound(module):
+            return _BrotliDecoder(module)
+        return _SlicedDecoder(httpx_decoders.BrotliDecoder())
     if encoding == "zstd":
-        return _optional_decoder("zstandard", _ZstdDecoder)
+        return _ZstdDecoder(getattr(httpx_decoders, "zstandard", None))
     return None
+
+
+def _brotli_can_bound(module: Any) -> bool:
+    return hasattr(module, "Decompressor") and hasattr(module.Decompressor, "can_accept_more_data")
 
 
 class BodyDecoder:
@@ -248,6 +592,11 @@ class BodyDecoder:
         )
         self.decoded = bool(encodings) and self._decoders is not None
         self.raw_fallback = False
+        #: Why the body is kept encoded (None when it is stored decoded or was not encoded).
+        self.undecoded: str | None = None
+        if encodings and self._decoders is None:
+            missing = [e for e, d in zip(reversed(encodings), decoders, strict=True) if d is None]
+            self.undecoded = f"content-encoding {', '.join(missing)} cannot be decoded here"
 
     def _room(self) -> int:
         return self._limit - self._decoded_size
@@ -272,13 +621,17 @@ class BodyDecoder:
                 data = step(decoder, data, self._room())
         except _OverLimit:
             raise BodyTooLargeError("response", self._limit) from None
-        except Exception:
+        except Exception as exc:
             # Corrupt or unsupported data: fall back to storing the raw bytes as received.
             self.decoded = False
             self.raw_fallback = True
+            self.undecoded = f"the {self._encoding_names()} body is corrupt ({exc})"
             return b""
         self._decoded_size += len(data)
         return data
+
+    def _encoding_names(self) -> str:
+        return ", ".join(v for n, v in self._headers if n == "content-encoding")
 
     @property
     def raw_chunks(self) -> list[bytes]:
@@ -298,3 +651,12 @@ class BodyDecoder:
         if body_size is not None and any(name == "content-length" for name, _ in self._headers):
             kept += (("content-length", str(body_size)),)
         return kept
+
+
+def check_redactable(decoder: BodyDecoder, redactor: Redactor) -> None:
+    """Refuse to write a body no redaction can search: kept encoded (unknown or uninstalled
+    content-encoding, or corrupt data such as a gzip body with a bad CRC) while it may hold a
+    secret, that is whenever the request carried a declared secret value long enough to be
+    searched for (see `Redactor`).  Without one, the raw bytes are written as they arrived."""
+    if decoder.undecoded is not None and redactor:
+        raise UndecodableBodyError(decoder.undecoded)

@@ -15,6 +15,7 @@ and `close()` touch the disk, so async callers run them in a worker thread.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -42,10 +43,14 @@ from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
     BodyDecoder,
     Redactor,
+    SecretMemory,
+    charset_of,
     check_body_size,
+    check_redactable,
     drop_secret_headers,
     refuse_credentials,
 )
+from ._rules import apply_hook, scrub_chunked
 
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
@@ -273,12 +278,11 @@ class CassetteSession:
             return [e for e in self.exchanges if id(e) not in self._played]
 
 
-def _show(value: Any) -> str:
-    if isinstance(value, frozenset):
-        return repr(sorted(value))
-    if isinstance(value, RecordMode):
-        return repr(value.value)
-    return repr(value)
+def _with_length(headers: Headers, size: int, before: bytes) -> Headers:
+    """`headers` with a content-length that is still true after a scrub changed the body."""
+    if size == len(before):
+        return headers
+    return tuple((n, str(size) if n == "content-length" else v) for n, v in headers)
 
 
 class CassetteUser:
@@ -299,8 +303,11 @@ class CassetteUser:
             ignore=config.ignore_headers,
             secret=config.secret_headers,
             secret_query=config.secret_query_params,
+            rules=config.rules,
         )
         self.can_record = can_record
+        #: The declared secrets of this user's recent requests, searched for in later ones too.
+        self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
         self.appended = 0
@@ -321,7 +328,7 @@ class CassetteUser:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
         with advised(config.advice):
-            refuse_credentials(request.headers, config.secret_headers)
+            refuse_credentials(request.headers, config.secret_headers, config.allow_headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
@@ -339,6 +346,8 @@ class CassetteUser:
         successive recorded exchanges.
         """
         refusal = self._refusal(request)
+        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+        request = self.secrets.redactor(request.headers).request(request)
         plan = self.session.plan(request, self.config, self.rules, refusal)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
@@ -369,19 +378,76 @@ class CassetteUser:
         """The exchange recording a transport error, or None when `record_errors` is off."""
         if not self.config.record_errors:
             return None
-        secrets = self.config.secret_headers
-        redactor = Redactor(request.headers, secrets)
-        return Exchange(
-            method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, secrets),
-            body=request.body,
-            status=None,
-            error=FaultInfo(type(error).__name__, redactor.text(str(error))),
+        redactor = self.secrets.redactor(request.headers)
+        written = redactor.request(request)
+        return self.finalize(
+            Exchange(
+                method=request.method,
+                url=written.url,
+                headers=drop_secret_headers(written.headers, self.config.secret_headers),
+                body=written.body,
+                status=None,
+                error=FaultInfo(type(error).__name__, redactor.text(str(error))),
+            ),
+            redactor,
         )
 
-    def commit(self, plan: Plan, exchange: Exchange) -> None:
-        """Append `exchange` to the cassette and index it as played (blocking file I/O)."""
+    def finalize(self, exchange: Exchange, redactor: Redactor) -> Exchange | None:
+        """The exchange as written: the scrubs of `config.rules`, then its `before_record`
+        hook (None: do not record), then the safety rules once more on the hook's result."""
+        rules = self.config.rules
+        if not rules:
+            return exchange
+        headers = rules.scrub_request_headers(exchange.headers)
+        body = rules.scrub_body(headers, exchange.body)
+        changes: dict[str, Any] = {
+            "url": rules.scrub_url(exchange.url),
+            "headers": _with_length(headers, len(body), exchange.body),
+            "body": body,
+        }
+        if exchange.status is not None:
+            response_headers = rules.scrub_response_headers(exchange.response_headers)
+            chunks = exchange.chunks or (len(exchange.response_body),)
+            response_body, chunks = scrub_chunked(
+                rules, response_headers, exchange.response_body, chunks
+            )
+            changes["response_headers"] = _with_length(
+                response_headers, len(response_body), exchange.response_body
+            )
+            changes["response_body"] = response_body
+            changes["chunks"] = chunks if len(chunks) > 1 else None
+            if exchange.timings_ms is not None and len(chunks) != len(exchange.timings_ms):
+                changes["timings_ms"] = None
+        hooked = apply_hook(rules, dataclasses.replace(exchange, **changes))
+        if hooked is None or hooked is exchange:
+            return hooked
+        # The hook cannot put back what the safety rules took out.
+        secrets = self.config.secret_headers
+        with advised(self.config.advice):
+            refuse_credentials(hooked.headers, secrets, self.config.allow_headers)
+            check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
+            check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
+        response_body = redactor.body(hooked.response_body)
+        return dataclasses.replace(
+            hooked,
+            url=redactor.text(hooked.url),
+            headers=drop_secret_headers(hooked.headers, secrets),
+            body=redactor.body(hooked.body),
+            response_headers=redactor.response_headers(hooked.response_headers),
+            response_body=response_body,
+            chunks=hooked.chunks if response_body == hooked.response_body else None,
+            error=(
+                None
+                if hooked.error is None
+                else FaultInfo(hooked.error.type, redactor.text(hooked.error.message))
+            ),
+        )
+
+    def commit(self, plan: Plan, exchange: Exchange | None) -> None:
+        """Append `exchange` to the cassette and index it as played (blocking file I/O).
+        None (a `before_record` hook declined it) appends nothing."""
+        if exchange is None:
+            return
         self.session.commit(exchange)
         self.appended += 1
 
@@ -413,7 +479,7 @@ class ResponseRecorder:
         self._user = user
         self._request = request
         self._secrets = user.config.secret_headers
-        self._redactor = Redactor(request.headers, self._secrets)
+        self._redactor = user.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
         self._charset = "utf-8"
@@ -469,8 +535,9 @@ class ResponseRecorder:
             headers = tuple((n, v) for n, v in headers if n != "content-length")
         return headers
 
-    def finish(self, truncated: bool = False) -> Exchange:
-        """The exchange to commit; `truncated` when the caller stopped before the end."""
+    def finish(self, truncated: bool = False) -> Exchange | None:
+        """The exchange to commit (None: a `before_record` hook declined it); `truncated` when
+        the caller stopped before the end."""
         assert self._decoder is not None, "start() first"
         request = self._request
         if not truncated:
@@ -484,8 +551,12 @@ class ResponseRecorder:
         live_chunks = tuple(len(c) for c in self._chunks)
         body, chunks = live_body, live_chunks
         redactor = self._redactor
+        check_redactable(self._decoder, redactor)
         if redactor:
-            redacted = redactor.body(body)
+            charset = charset_of(self._headers)
+            redacted = redactor.body(body, charset)
+            if truncated:  # the rest of a secret cut short here never arrived to be found
+                redacted = redactor.cut_partial(redacted, charset)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
         timed = (
@@ -493,11 +564,12 @@ class ResponseRecorder:
             and len(chunks) > 1
             and len(self._timings) == len(chunks)
         )
+        written = redactor.request(request)
         stored = Exchange(
             method=request.method,
-            url=request.url,
-            headers=drop_secret_headers(request.headers, self._secrets),
-            body=request.body,
+            url=written.url,
+            headers=drop_secret_headers(written.headers, self._secrets),
+            body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
             response_header_charset=self._charset,
@@ -518,7 +590,7 @@ class ResponseRecorder:
             chunks=live_chunks if len(live_chunks) > 1 else None,
             truncated=truncated,
         )
-        return stored
+        return self._user.finalize(stored, redactor)
 
     def live(self) -> Exchange:
         """The response as the server sent it (decoded, unredacted): for the caller, never for

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 import anyio
 import httpx
 
-from ._config import CassetteConfig
-from ._core import RecordMode, resolve_mode
+from ._config import CassetteConfig, resolve_config
+from ._core import RecordMode
 from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
 from ._format import Exchange, header_bytes
 from ._libraries import HttpLibrary, library_of
@@ -67,7 +67,7 @@ class _Close:
 @dataclass(slots=True)
 class _Commit:
     plan: Plan
-    exchange: Exchange  # -> None, once appended to the cassette
+    exchange: Exchange | None  # -> None, once appended (None: a hook declined it)
 
 
 _Step = _Send | _Read | _Close | _Commit
@@ -135,23 +135,11 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         environ: Mapping[str, str] | None = None,
         **options: Any,
     ) -> None:
-        if config is None:
-            try:
-                config = CassetteConfig(**options)
-            except TypeError as exc:
-                raise TypeError(f"RecordingTransport(): {exc}") from None
-        elif options:
-            raise TypeError(
-                "RecordingTransport() takes config= or option keywords, not both: use "
-                f"config.replace({', '.join(f'{k}=...' for k in options)})"
-            )
+        config = resolve_config("RecordingTransport()", config, options, environ)
         if isinstance(path, str) and "\0" in path:
             raise ConfigurationError(
                 f"the cassette path {path!r} holds a NUL character; give a plain file name"
             )
-        mode = resolve_mode(config.mode, os.environ if environ is None else environ)
-        if mode is not config.mode:
-            config = config.replace(mode=mode)
         self._user: CassetteUser = CassetteSession.open(path, config, can_record=outer is not None)
         self._outer = outer
         self._config = config

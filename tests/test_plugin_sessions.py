@@ -149,3 +149,39 @@ def test_without(sakura_transport):
     result = project.runpytest()
     result.assert_outcomes(passed=3, errors=1)
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_without*"])
+
+
+def test_rules_per_project_and_per_test(project: pytest.Pytester) -> None:
+    (project.path / "tests" / "conftest.py").write_text(
+        """
+import pytest
+from sakura_http import Rules, Scrub
+
+@pytest.fixture
+def sakura_rules():
+    return Rules(scrub=[Scrub.response_header("date")])
+"""
+    )
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+import pytest
+from sakura_http import Rules
+
+@pytest.mark.cassette("ruled.jsonl", rules=Rules(ignore_query=["ts"]))
+def test_ruled(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        assert client.get("{server.url}/x?ts=1").status_code == 200
+""",
+        )
+        project.runpytest("--record").assert_outcomes(passed=1)
+    fixtures = project.path / "tests" / "fixtures"
+    recorded = _exchanges(fixtures / "ruled.jsonl")[0]
+    assert ["date", "<scrubbed>"] in recorded["response_headers"]
+    # Replayed offline with another timestamp: the test's own rule ignores it.
+    (project.path / "tests" / "test_app.py").write_text(
+        (project.path / "tests" / "test_app.py").read_text().replace("ts=1", "ts=2")
+    )
+    project.runpytest().assert_outcomes(passed=1)

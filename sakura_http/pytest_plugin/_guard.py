@@ -1,18 +1,30 @@
 """The network guard: the one module that patches the `socket` module.
 
-While a `NetworkGuard` is installed, `socket.getaddrinfo` refuses to resolve any name but
-loopback ones, and `socket.socket.connect` / `connect_ex` / `sendto` refuse any address but a
-loopback one, unless the host is allowed (the pytest plugin allows `sakura_record_hosts` under
-`pytest --record`).  The refusal happens before the real function is called, so no DNS query
-and no packet leaves the machine.  `socket.create_connection`, asyncio, trio and anyio all go
-through these functions.
+While a `NetworkGuard` is installed, resolving any name but a loopback one, and connecting or
+sending to any address but a loopback one, is refused before the real function runs, so no DNS
+query and no packet leaves the machine, unless the host is allowed (the pytest plugin allows
+`sakura_record_hosts` under `pytest --record`).  Two layers, one decision (`check_resolve`,
+`check_address`):
+
+* the `socket` module's entry points are wrapped: `getaddrinfo`, `gethostbyname`,
+  `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo` (unless it is asked for numbers only), and
+  `socket.socket.connect` / `connect_ex` / `sendto` / `sendmsg`; `socket.create_connection`,
+  `getfqdn`, asyncio, trio and anyio all go through them;
+* an audit hook (`sys.addaudithook`) sees what bypasses those wrappers, because CPython's
+  `_socket` raises an audit event before it resolves or sends: `_socket.getaddrinfo`,
+  `_socket.socket(...).connect`, `super(socket.socket, s).connect` and the like.  Audit hooks
+  cannot be removed, so the hook is added once per process and does nothing while no guard is
+  installed.
+
+Names under `.localhost` (RFC 6761) resolve to 127.0.0.1 and ::1 without the system resolver,
+which could otherwise send them to a DNS server.
 
 Each refusal raises `NetworkBlocked` and is also kept in `NetworkGuard.blocked`, so the pytest
 plugin can fail the test at teardown even when the code under test caught the error (an SDK
 that wraps transport errors and retries, for example).
 
-Out of reach: C extensions that open sockets without going through Python's `socket` module,
-and subprocesses.
+Out of reach: subprocesses (another interpreter, with no guard), and C code that opens sockets
+without going through Python's `socket` module (libcurl through pycurl, for example).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -44,6 +57,17 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+def _is_localhost_name(host: Any) -> bool:
+    """A name under `.localhost`, which resolves to loopback without asking any resolver."""
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    return isinstance(host, str) and host.lower().rstrip(".").endswith(".localhost")
+
+
+def _text(host: Any) -> str:
+    return host.decode("idna") if isinstance(host, bytes) else str(host)
 
 
 def _port_of(value: Any) -> int | None:
@@ -137,49 +161,178 @@ class NetworkGuard:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[NetworkGuard]:
-        """Patch the socket module for the duration of the block."""
-        real_getaddrinfo = socket.getaddrinfo
+        """Patch the socket module for the duration of the block (see the module docstring)."""
+        real = {name: getattr(socket, name) for name in _RESOLVERS}
         cls = socket.socket
-        real_connect = cls.connect
-        real_connect_ex = cls.connect_ex
-        real_sendto = cls.sendto
+        real_methods = {name: getattr(cls, name) for name in _SENDERS}
         guard = self
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+            if _is_localhost_name(host):
+                return _localhost_addrinfo(real["getaddrinfo"], host, port, *args, **kwargs)
             guard.check_resolve(host, port)
-            result = real_getaddrinfo(host, port, *args, **kwargs)
-            if host is not None and not is_loopback(str(host)):
+            with _approved():
+                result = real["getaddrinfo"](host, port, *args, **kwargs)
+            if host is not None and not is_loopback(_text(host)):
                 with guard._lock:  # an allowed record host: its addresses may be connected to
                     guard._addresses.update(str(info[4][0]).lower() for info in result)
             return result
 
+        def gethostbyname(host: Any) -> Any:
+            if _is_localhost_name(host):
+                return "127.0.0.1"
+            guard.check_resolve(host, None)
+            with _approved():
+                return real["gethostbyname"](host)
+
+        def gethostbyname_ex(host: Any) -> Any:
+            if _is_localhost_name(host):
+                return _text(host), [], ["127.0.0.1"]
+            guard.check_resolve(host, None)
+            with _approved():
+                return real["gethostbyname_ex"](host)
+
+        def gethostbyaddr(host: Any) -> Any:
+            if _is_localhost_name(host):
+                return _text(host), [], ["127.0.0.1"]
+            guard.check_resolve(host, None)
+            with _approved():
+                return real["gethostbyaddr"](host)
+
+        def getnameinfo(sockaddr: Any, flags: int) -> Any:
+            if not flags & socket.NI_NUMERICHOST:  # a reverse lookup of the address
+                host = sockaddr[0] if isinstance(sockaddr, tuple) and sockaddr else None
+                guard.check_resolve(host, sockaddr[1] if host is not None else None)
+            with _approved():
+                return real["getnameinfo"](sockaddr, flags)
+
         def connect(sock: socket.socket, address: Any) -> None:
             guard.check_address(sock.family, address)
-            real_connect(sock, address)
+            with _approved():
+                real_methods["connect"](sock, address)
 
         def connect_ex(sock: socket.socket, address: Any) -> int:
             guard.check_address(sock.family, address)
-            return real_connect_ex(sock, address)
+            with _approved():
+                result: int = real_methods["connect_ex"](sock, address)
+            return result
 
         def sendto(sock: socket.socket, data: Any, *args: Any) -> int:
             guard.check_address(sock.family, args[-1] if args else None)
-            result: int = real_sendto(sock, data, *args)
+            with _approved():
+                result: int = real_methods["sendto"](sock, data, *args)
             return result
 
+        def sendmsg(sock: socket.socket, buffers: Any, *args: Any, **kwargs: Any) -> int:
+            address = kwargs.get("address", args[2] if len(args) > 2 else None)
+            if address is not None:
+                guard.check_address(sock.family, address)
+            with _approved():
+                result: int = real_methods["sendmsg"](sock, buffers, *args, **kwargs)
+            return result
+
+        wrappers: dict[str, Callable[..., Any]] = {
+            "getaddrinfo": getaddrinfo,
+            "gethostbyname": gethostbyname,
+            "gethostbyname_ex": gethostbyname_ex,
+            "gethostbyaddr": gethostbyaddr,
+            "getnameinfo": getnameinfo,
+            "connect": connect,
+            "connect_ex": connect_ex,
+            "sendto": sendto,
+            "sendmsg": sendmsg,
+        }
         patches: list[tuple[Any, str, Callable[..., Any]]] = [
-            (socket, "getaddrinfo", getaddrinfo),
-            (cls, "connect", connect),
-            (cls, "connect_ex", connect_ex),
-            (cls, "sendto", sendto),
+            (socket if name in _RESOLVERS else cls, name, wrapper)
+            for name, wrapper in wrappers.items()
+            if hasattr(socket if name in _RESOLVERS else cls, name)  # sendmsg: not on Windows
         ]
         saved = [(owner, name, owner.__dict__.get(name)) for owner, name, _ in patches]
+        _install_audit_hook()
         for owner, name, replacement in patches:
             setattr(owner, name, replacement)
+        with _ACTIVE_LOCK:
+            _ACTIVE.append(self)
         try:
             yield self
         finally:
+            with _ACTIVE_LOCK:
+                _ACTIVE.remove(self)
             for owner, name, original in saved:
                 if original is None:
                     delattr(owner, name)  # it was inherited (from _socket.socket)
                 else:
                     setattr(owner, name, original)
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        """Check one `socket.*` audit event that did not come through the wrappers."""
+        if event == "socket.getaddrinfo" or event == "socket.gethostbyname":
+            self._check_system_resolve(args[0], args[1] if len(args) > 1 else None)
+        elif event == "socket.gethostbyaddr":
+            self._check_system_resolve(args[0], None)
+        elif event == "socket.getnameinfo":
+            sockaddr = args[0]
+            if isinstance(sockaddr, tuple) and sockaddr:
+                self._check_system_resolve(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
+        elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
+            sock, address = args[0], args[1]
+            if address is not None:
+                self.check_address(getattr(sock, "family", socket.AF_INET), address)
+
+    def _check_system_resolve(self, host: Any, port: Any) -> None:
+        if _is_localhost_name(host):
+            # Only the wrappers resolve these without the system resolver.
+            raise self._refuse("resolving (through the system resolver)", _text(host), None)
+        self.check_resolve(host, port)
+
+
+_RESOLVERS = ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo")
+_SENDERS = ("connect", "connect_ex", "sendto", "sendmsg")
+
+_ACTIVE: list[NetworkGuard] = []  # installed guards, innermost last
+_ACTIVE_LOCK = threading.Lock()
+_HOOK_INSTALLED = False
+_STATE = threading.local()  # .approved: > 0 while a wrapper runs the real function
+
+
+@contextlib.contextmanager
+def _approved() -> Iterator[None]:
+    """The wrapper has checked this call: the audit event it raises is not checked again."""
+    _STATE.approved = getattr(_STATE, "approved", 0) + 1
+    try:
+        yield
+    finally:
+        _STATE.approved -= 1
+
+
+def _audit_hook(event: str, args: tuple[Any, ...]) -> None:
+    # Called for every audit event of the process: return at once for all but socket ones.
+    if not _ACTIVE or not event.startswith("socket."):
+        return
+    approved: int = getattr(_STATE, "approved", 0)
+    for guard in _ACTIVE[-1:]:  # a slice: the guard may be uninstalled meanwhile
+        if not approved:
+            guard.audit(event, args)
+
+
+def _install_audit_hook() -> None:
+    """Add the audit hook once per process (audit hooks cannot be removed)."""
+    global _HOOK_INSTALLED
+    with _ACTIVE_LOCK:
+        if not _HOOK_INSTALLED:
+            sys.addaudithook(_audit_hook)
+            _HOOK_INSTALLED = True
+
+
+def _localhost_addrinfo(
+    real: Callable[..., Any], host: Any, port: Any, *args: Any, **kwargs: Any
+) -> Any:
+    """`getaddrinfo` for a `.localhost` name: the loopback addresses of the family asked for,
+    looked up as numbers, so no resolver ever sees the name."""
+    results: list[Any] = []
+    for address in ("127.0.0.1", "::1"):
+        with contextlib.suppress(socket.gaierror), _approved():
+            results += real(address, port, *args, **kwargs)
+    if not results:
+        raise socket.gaierror(socket.EAI_NONAME, f"no loopback address for {_text(host)}")
+    return results

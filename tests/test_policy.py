@@ -1,0 +1,531 @@
+"""The rules that guard the disk (`sakura_http._policy`): which headers are credentials, how
+echoes of secrets are found and redacted, how bodies are decoded, and what is refused.
+
+Each defect of the security issue has its regression test here, written to fail on the code
+before the fix; the transport-level ones run for sync and async clients of httpx and httpx2.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+import brotli
+import httpx
+import orjson
+import pytest
+
+from sakura_http import (
+    CassetteMiss,
+    CredentialHeaderError,
+    RecordingTransport,
+    UndecodableBodyError,
+    _policy,
+)
+from sakura_http._format import Exchange
+from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
+from sakura_http._policy import (
+    BodyDecoder,
+    Redactor,
+    SecretMemory,
+    check_redactable,
+    is_credential_header,
+    refuse_credentials,
+    shown_header_value,
+)
+from sakura_http.cli import main
+from tests.cli_support import run, write_cassette
+from tests.drive import Driver
+from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
+
+URL = "https://api.example.test/v1/items"
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()[1:]]
+
+
+def record(drive: Driver, path: Path, handler: Any, **options: Any) -> RecordingTransport:
+    options.setdefault("mode", "new_episodes")
+    return drive.transport(path, outer=drive.mock(handler), **options)
+
+
+# --- which headers are credentials ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # the six historical names
+        "authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie",
+        # provider credential headers seen in real cassettes
+        "x-goog-api-key", "ocp-apim-subscription-key", "x-amz-security-token", "private-token",
+        "x-functions-key", "x-vault-token",
+        # credential shapes
+        "x-custom-key", "x-session-token", "client-secret", "x-hub-signature", "x-apikey",
+        "my-api-key-v2", "x-authentication", "X_API_KEY", "token", "apikey",
+    ],
+)  # fmt: skip
+def test_credential_header_names(name: str) -> None:
+    assert is_credential_header(name)
+    with pytest.raises(CredentialHeaderError) as caught:
+        refuse_credentials([(name.lower(), "value")], frozenset())
+    assert caught.value.header == name.lower()
+    refuse_credentials([(name.lower(), "value")], frozenset({name.lower()}))  # declared: fine
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["accept", "content-type", "x-request-id", "idempotency-key", "x-idempotency-key",
+     "sec-websocket-key", "x-keyboard", "anthropic-version", "openai-organization"],
+)  # fmt: skip
+def test_ordinary_header_names(name: str) -> None:
+    assert not is_credential_header(name)
+    refuse_credentials([(name, "value")], frozenset())
+
+
+def test_allow_names_headers_that_are_not_credentials() -> None:
+    assert not is_credential_header("x-cache-key", allow={"x-cache-key"})
+    refuse_credentials([("x-cache-key", "v")], frozenset(), allow=frozenset({"x-cache-key"}))
+    with pytest.raises(CredentialHeaderError):
+        refuse_credentials([("x-cache-key", "v")], frozenset())
+
+
+def test_idempotency_keys_are_volatile() -> None:
+    assert {"idempotency-key", "x-idempotency-key"} <= DEFAULT_IGNORE_HEADERS
+
+
+def test_provider_headers_are_refused_before_anything_is_sent(
+    drive: Driver, tmp_path: Path
+) -> None:
+    sent: list[Any] = []
+    transport = record(drive, tmp_path / "c.jsonl", lambda r: sent.append(r))
+    for name in ("x-goog-api-key", "ocp-apim-subscription-key", "x-amz-security-token"):
+        with pytest.raises(CredentialHeaderError, match=f'secret_headers=\\["{name}"\\]'):
+            drive.send(transport, "GET", URL, headers={name: "AIzaSyFAKE-0123456789"})
+    assert sent == []
+    assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_miss_never_prints_a_credential_value() -> None:
+    # A cassette recorded before the header was refused still holds its value: the miss must
+    # name the header, never print the key.
+    key = "AIzaSyFAKE-never-printed-0123"
+    recorded = Exchange("GET", URL, headers=(("x-goog-api-key", key),), status=200)
+    rules = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset({"authorization"}))
+    request = RequestData("GET", URL, (("x-goog-api-key", "AIzaSyOTHER-0000"),), b"", "h", 443)
+    [(_, _, diffs)] = explain_miss(request, [recorded], rules)
+    text = "\n".join(diffs)
+    assert "header x-goog-api-key: request '<hidden, 16 chars>'" in text
+    assert key not in text and "AIzaSyOTHER" not in text
+    assert shown_header_value("accept", "*/*") == "*/*"
+    assert shown_header_value("x-thing", "v", frozenset({"x-thing"})) == "<hidden, 1 chars>"
+
+
+# --- finding echoes ---------------------------------------------------------------------------
+
+TOKEN = "tok+Sakura/Secret=42é"
+
+
+def redactor(*headers: tuple[str, str]) -> Redactor:
+    return Redactor(headers, frozenset(name for name, _ in headers))
+
+
+def test_a_cookie_value_echoed_alone_is_redacted() -> None:
+    # Regression: the redactor searched only "session=..." and the part after the first space.
+    r = redactor(("cookie", "theme=dark; session=s3cr3t-session-value"))
+    assert r.body(b'{"session": "s3cr3t-session-value"}') == b'{"session": "<redacted>"}'
+    assert r.body(b"dark mode") == b"<redacted> mode"  # each cookie's value, 4 chars or more
+    assert r.text("s3cr3t-session-value") == "<redacted>"
+
+
+def test_a_bare_token_echoed_without_its_scheme_is_redacted() -> None:
+    # Deleting the scheme branch must fail this test: only the token is echoed.
+    for scheme in ("Bearer", "Token", "token"):
+        r = redactor(("authorization", f"{scheme} sk-test-bare-token-123"))
+        assert r.body(b'{"token":"sk-test-bare-token-123"}') == b'{"token":"<redacted>"}'
+
+
+def test_basic_credentials_are_searched_decoded_too() -> None:
+    pair = base64.b64encode(b"alice:hunter2-password").decode()
+    r = redactor(("authorization", f"Basic {pair}"))
+    assert r.body(b"user alice:hunter2-password") == b"user <redacted>"
+    assert r.body(b"pw=hunter2-password") == b"pw=<redacted>"
+    assert r.text(pair) == "<redacted>"
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        TOKEN.encode(),  # raw UTF-8
+        TOKEN.encode("latin-1"),  # raw Latin-1
+        quote(TOKEN, safe="").encode(),  # URL-encoded
+        re.sub("%..", lambda m: m.group().lower(), quote(TOKEN, safe="")).encode(),
+        json.dumps(TOKEN)[1:-1].encode(),  # JSON-escaped, ASCII only
+        json.dumps(TOKEN).replace("/", "\\/")[1:-1].encode(),  # JSON with "\/"
+        base64.b64encode(TOKEN.encode()),  # base64
+        base64.urlsafe_b64encode(TOKEN.encode()),  # URL-safe base64
+    ],
+)
+def test_encoded_echoes_are_redacted(echo: bytes) -> None:
+    r = redactor(("x-api-key", TOKEN))
+    written = r.body(b"before " + echo + b" after")
+    assert echo not in written
+    assert written.startswith(b"before ") and written.endswith(b" after")
+
+
+def test_an_echo_inside_a_longer_base64_text_is_redacted_at_any_alignment() -> None:
+    r = redactor(("x-api-key", "sk-test-aligned-0123456789"))
+    for prefix in (b"", b"u", b"us", b"use", b"user:"):
+        encoded = base64.b64encode(prefix + b"sk-test-aligned-0123456789" + b":tail")
+        written = r.body(encoded)
+        assert b"<redacted>" in written, prefix
+        assert b"sk-test-aligned-0123456789" not in base64.b64decode(
+            written.replace(b"<redacted>", b""), validate=False
+        )
+
+
+def test_a_declared_charset_is_searched() -> None:
+    r = redactor(("x-api-key", TOKEN))
+    echo = TOKEN.encode("utf-16-le")
+    assert echo in r.body(echo)  # not a charset anyone declared
+    assert echo not in r.body(echo, "utf-16")
+
+
+def test_header_text_decoded_as_latin1_is_searched() -> None:
+    r = redactor(("x-api-key", TOKEN))
+    assert r.text(TOKEN.encode().decode("latin-1")) == "<redacted>"
+
+
+def test_a_url_gets_the_url_encoded_marker() -> None:
+    r = redactor(("x-api-key", TOKEN))
+    assert r.url(f"https://cb.example.test/?t={quote(TOKEN, safe='')}") == (
+        "https://cb.example.test/?t=%3Credacted%3E"
+    )
+    assert str(httpx.URL("https://cb.example.test/?t=<redacted>")).endswith("t=%3Credacted%3E")
+
+
+def test_a_truncated_body_loses_a_partial_secret() -> None:
+    r = redactor(("authorization", "Bearer sk-test-secret-value"))
+    assert r.cut_partial(b'{"tok":"sk-test-se') == b'{"tok":"'
+    assert r.cut_partial(b'{"tok":"sk-test-secret-value"}') == b'{"tok":"sk-test-secret-value"}'
+    assert r.cut_partial(b'{"n":1}') == b'{"n":1}'
+
+
+def test_short_values_and_no_secrets() -> None:
+    assert not redactor(("x-api-key", "abc"))
+    assert redactor(("x-api-key", "abc")).body(b"abc") == b"abc"
+    assert not Redactor([("accept", "long-enough-value")], frozenset())
+
+
+def test_secret_memory_keeps_earlier_secrets() -> None:
+    memory = SecretMemory(frozenset({"authorization"}))
+    memory.redactor([("authorization", "Bearer first-token-1234")])
+    later = memory.redactor([("accept", "*/*")])  # a cross-origin redirect drops authorization
+    assert later.url("https://other.example.test/cb?code=first-token-1234").endswith(
+        "code=%3Credacted%3E"
+    )
+
+
+def test_secret_memory_is_bounded() -> None:
+    # A signature that changes on every request must not grow the search without bound.
+    memory = SecretMemory(frozenset({"x-signature"}))
+    for n in range(SecretMemory.REMEMBERED + 1):
+        memory.redactor([("x-signature", f"signature-{n:04d}")])
+        memory.redactor([("x-signature", f"signature-{n:04d}")])  # the same request again
+    later = memory.redactor([])
+    assert later.text("signature-0000") == "signature-0000"
+    assert later.text("signature-0001") == "<redacted>"
+
+
+# --- through the transport --------------------------------------------------------------------
+
+
+def test_a_cookie_echoed_bare_never_reaches_the_file(drive: Driver, tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    transport = record(
+        drive,
+        path,
+        lambda r: drive.lib.Response(200, json={"session": "s3cr3t-session-value"}),
+        secret_headers=["cookie"],
+    )
+    drive.send(transport, "GET", URL, headers={"cookie": "theme=ok; session=s3cr3t-session-value"})
+    assert b"s3cr3t-session-value" not in path.read_bytes()
+    assert lines(path)[0]["response_body"] == '{"session":"<redacted>"}'
+
+
+def test_encoded_echoes_never_reach_the_file(drive: Driver, tmp_path: Path) -> None:
+    token = "tok+Sakura/Secret=42"
+    quoted = quote(token, safe="")
+
+    def handler(request: Any) -> Any:
+        if request.url.host == "api.example.test":
+            return drive.lib.Response(
+                302,
+                headers={"location": f"https://cb.example.test/done?t={quoted}"},
+                text=f"moved; {base64.b64encode(token.encode()).decode()}",
+            )
+        raise drive.lib.ConnectError(f"refused for {request.url}")
+
+    path = tmp_path / "c.jsonl"
+    transport = record(drive, path, handler, secret_headers=["x-api-key"], record_errors=True)
+    with pytest.raises(drive.lib.ConnectError):
+        drive.send(transport, "GET", URL, headers={"x-api-key": token}, follow_redirects=True)
+    data = path.read_bytes()
+    for form in (token, quoted, base64.b64encode(token.encode()).decode()):
+        assert form.encode() not in data
+    first, second = lines(path)
+    assert ["location", "https://cb.example.test/done?t=<redacted>"] in first["response_headers"]
+    # While recording the client follows the live location; the next hop is written redacted.
+    assert second["url"] == "https://cb.example.test/done?t=%3Credacted%3E"
+    assert second["error"]["message"] == "refused for https://cb.example.test/done?t=<redacted>"
+    # The redirect replays: the redacted location leads to the URL written.
+    with pytest.raises(drive.lib.ConnectError):
+        drive.send(
+            drive.transport(path, secret_headers=["x-api-key"]),
+            "GET",
+            URL,
+            headers={"x-api-key": token},
+            follow_redirects=True,
+        )
+
+
+def test_a_latin1_echo_never_reaches_the_file(drive: Driver, tmp_path: Path) -> None:
+    token = "clé-secrète-0042"
+    path = tmp_path / "c.jsonl"
+    body = f"echo: {token}".encode("latin-1")
+    transport = record(
+        drive,
+        path,
+        lambda r: drive.lib.Response(
+            200, headers={"content-type": "text/plain; charset=iso-8859-1"}, content=body
+        ),
+        secret_headers=["x-api-key"],
+    )
+    headers = {"x-api-key": token.encode("utf-8")}
+    drive.send(transport, "GET", URL, headers=headers)
+    assert lines(path)[0]["response_body"] == "echo: <redacted>"
+
+
+# --- content decoding -------------------------------------------------------------------------
+
+
+def brotli_with_literal(token: bytes) -> bytes:
+    """A small brotli stream that holds `token` literally (quality 0 stores short input)."""
+    raw = brotli.compress(b'{"t":"' + token + b'"}', quality=0)
+    assert token in raw
+    return raw
+
+
+@pytest.mark.parametrize("bounded", [True, False], ids=["brotli", "brotlicffi-like"])
+def test_a_brotli_body_holding_the_token_literally_records_and_replays(
+    drive: Driver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bounded: bool
+) -> None:
+    # Regression: with a brotli library that cannot cap its output (brotlicffi), `br` bodies
+    # were stored raw, redaction rewrote the compressed bytes, and recording and replay both
+    # failed with DecodingError.
+    monkeypatch.setattr(_policy, "_brotli_can_bound", lambda module: bounded)
+    token = b"sk-test-brotli-literal-1"
+    raw = brotli_with_literal(token)
+    path = tmp_path / "c.jsonl"
+    transport = record(
+        drive,
+        path,
+        lambda r: drive.lib.Response(200, headers={"content-encoding": "br"}, content=raw),
+        secret_headers=["authorization"],
+    )
+    headers = {"authorization": f"Bearer {token.decode()}"}
+    drive.send(transport, "GET", URL, headers=headers)
+    assert token not in path.read_bytes()
+    assert lines(path)[0]["response_body"] == '{"t":"<redacted>"}'
+    replayed = drive.send(drive.transport(path, secret_headers=["authorization"]), "GET", URL)
+    assert replayed.json() == {"t": "<redacted>"}
+
+
+def test_brotli_without_a_bounded_decoder_uses_httpx_s_decoder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # brotlicffi (and brotli < 1.2) cannot cap their output: httpx's own BrotliDecoder is fed
+    # in slices instead, and a bomb still stops at the limit.
+    monkeypatch.setattr(_policy, "_brotli_can_bound", lambda module: False)
+    body = b"hello brotli " * 1000
+    decoder = BodyDecoder((("content-encoding", "br"),), 1 << 20)
+    assert decoder.feed(brotli.compress(body)) + decoder.finish() == body
+    bomb = brotli.compress(b"\0" * (8 << 20))
+    decoder = BodyDecoder((("content-encoding", "br"),), 1 << 20)
+    with pytest.raises(_policy.BodyTooLargeError):
+        decoder.feed(bomb)
+
+
+def bad_crc_gzip(body: bytes) -> bytes:
+    raw = bytearray(gzip.compress(body, mtime=0))
+    raw[-8] ^= 0xFF  # the CRC32 in the trailer
+    return bytes(raw)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "content"),
+    [
+        ("x-custom", b"\x89\xffsk-test-never-seen-0001"),
+        ("gzip", bad_crc_gzip(b'{"t":"sk-test-never-seen-0001"}')),
+        ("br", b"\x8b\x03\x80not really brotli sk-test-never-seen-0001"),
+    ],
+    ids=["unknown", "bad-crc", "corrupt-br"],
+)
+def test_an_undecodable_body_with_a_secret_is_refused(
+    drive: Driver, tmp_path: Path, encoding: str, content: bytes
+) -> None:
+    path = tmp_path / "c.jsonl"
+    transport = record(
+        drive,
+        path,
+        lambda r: drive.lib.Response(
+            200, headers={"content-encoding": encoding}, stream=drive.lib.ByteStream(content)
+        ),
+        secret_headers=["authorization"],
+    )
+    with pytest.raises(UndecodableBodyError, match="accept-encoding: identity") as caught:
+        drive.send(
+            transport, "GET", URL, headers={"authorization": "Bearer sk-test-never-seen-0001"}
+        )
+    assert encoding in caught.value.reason
+    assert not path.exists()
+
+
+def test_check_redactable_only_refuses_when_a_secret_may_be_inside() -> None:
+    decoder = BodyDecoder((("content-encoding", "x-custom"),), 1024)
+    assert decoder.feed(b"abc") == b"abc"
+    check_redactable(decoder, redactor(("accept", "x")))  # no declared secret: kept raw
+    with pytest.raises(UndecodableBodyError, match="x-custom cannot be decoded"):
+        check_redactable(decoder, redactor(("authorization", "Bearer long-token")))
+
+
+# --- stream_through closed early ----------------------------------------------------------------
+
+
+class AsyncChunks:
+    """An async iterable of chunks that needs no closing (an async generator would)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = iter(chunks)
+
+    def __aiter__(self) -> AsyncChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def chunked(drive: Driver, chunks: list[bytes]) -> Any:
+    return AsyncChunks(chunks) if drive.is_async else iter(chunks)
+
+
+def read_first_chunk(drive: Driver, transport: Any, headers: dict[str, str]) -> bytes:
+    """Open a stream, read one chunk, close it early."""
+    if not drive.is_async:
+        with (
+            drive.lib.Client(transport=transport) as client,
+            client.stream("GET", URL, headers=headers) as response,
+        ):
+            return bytes(next(response.iter_raw()))
+
+    async def go() -> bytes:
+        async with (
+            drive.lib.AsyncClient(transport=transport) as client,
+            client.stream("GET", URL, headers=headers) as response,
+        ):
+            chunks = response.aiter_raw()
+            try:
+                return bytes(await chunks.__anext__())
+            finally:
+                await chunks.aclose()
+
+    result: bytes = anyio.run(go, backend=drive.flavor)
+    return result
+
+
+@IGNORE_HTTPX_ASYNCGEN  # httpx's own stream of the mocked response, left to the collector
+def test_stream_through_closed_early_writes_no_secret_prefix(drive: Driver, tmp_path: Path) -> None:
+    token = "sk-test-secret-value-77"
+    path = tmp_path / "c.jsonl"
+    transport = record(
+        drive,
+        path,
+        lambda r: drive.lib.Response(
+            200, content=chunked(drive, [b'{"tok":"sk-test-se', b'cret-value-77"}'])
+        ),
+        secret_headers=["authorization"],
+        stream_through=True,
+    )
+    first = read_first_chunk(drive, transport, {"authorization": f"Bearer {token}"})
+    assert first == b'{"tok":"sk-test-se'
+    drive.close(transport)
+    [exchange] = lines(path)
+    assert exchange["truncated"] is True
+    assert exchange["response_body"] == '{"tok":"'
+
+
+def test_no_secret_no_cut(lib: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        path,
+        outer=lib.MockTransport(lambda r: lib.Response(200, content=iter([b"abc", b"def"]))),
+        mode="new_episodes",
+        stream_through=True,
+    )
+    with lib.Client(transport=transport) as client, client.stream("GET", URL) as response:
+        next(response.iter_raw())
+    assert lines(path)[0]["response_body"] == "abc"
+
+
+def test_a_miss_with_a_secret_in_the_body_shows_it_redacted(
+    lib: ModuleType, tmp_path: Path
+) -> None:
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(path, secret_headers=["authorization"])
+    with pytest.raises(CassetteMiss) as caught:
+        lib.Client(transport=transport).post(
+            URL,
+            headers={"authorization": "Bearer sk-test-in-body-1"},
+            json={"k": "sk-test-in-body-1"},
+        )
+    assert "sk-test-in-body-1" not in str(caught.value)
+
+
+def test_diff_never_prints_a_credential_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def cassette(name: str, key: str) -> Path:
+        headers = (("x-goog-api-key", key), ("accept", "*/*"))
+        exchange = Exchange("GET", URL, headers=headers, id="paired-by-id")
+        return write_cassette(tmp_path / name, [exchange])
+
+    old, new = cassette("old.jsonl", "AIzaSyOLD-0000000001"), cassette("new.jsonl", "AIzaSyNEW-1")
+    for argv in (("diff", old, new), ("diff", "--json", old, new)):
+        result = run(capsys, *argv)
+        assert "x-goog-api-key" in result.out
+        assert "AIzaSy" not in result.out + result.err
+
+
+def test_convert_drops_every_credential_header(tmp_path: Path) -> None:
+    source, target = tmp_path / "vcr.json", tmp_path / "out.jsonl"
+    request = {
+        "method": "GET",
+        "uri": URL,
+        "body": None,
+        "headers": {"X-Goog-Api-Key": ["AIzaSyFAKE-convert-0001"], "Accept": ["*/*"]},
+    }
+    response = {"status": {"code": 200}, "headers": {}, "body": {"string": ""}}
+    source.write_text(json.dumps({"interactions": [{"request": request, "response": response}]}))
+    assert main(["convert", str(source), str(target)]) == 0
+    assert b"AIzaSyFAKE" not in target.read_bytes()
