@@ -355,13 +355,30 @@ def measure_import(run: Run) -> None:
 
 
 def measure_proxy(run: Run) -> None:
-    """7. Replaying through the recording proxy (once it exists)."""
+    """7. Replay through the recording proxy vs a minimal anyio + h11 server, 20 clients."""
     if importlib.util.find_spec("sakura_http.proxy") is None:
         run.notes.append(
             "7. Proxy replay vs a minimal anyio + h11 server: skipped, the proxy has not landed"
         )
         return
-    run.notes.append("7. Proxy replay: the proxy exists but this benchmark does not measure it yet")
+    n = run.sizes.replay_count
+    path = str(run.workdir / f"replay-{n}-sakura-http.jsonl")  # measure 1's cassette
+    spec = {"path": path, "base": run.base, "count": n, "clients": 20}
+    results = run.measure_each(
+        "proxy_replay", {tool: {"tool": tool, **spec} for tool in ("floor", "sakura-http")}
+    )
+    if "sakura-http" not in results:
+        return
+    floor, mine = results["floor"]["per_request_s"], results["sakura-http"]["per_request_s"]
+    row = Row(
+        f"7. Replay {n:,} GETs through the proxy, 20 keep-alive clients, per request",
+        target="<= 1.5x",
+    )
+    row.cells["floor"] = f"{_us(floor)} (anyio + h11 from memory)"
+    row.ratios["sakura-http"] = mine / floor
+    row.cells["sakura-http"] = f"{mine / floor:.2f}x ({_us(mine)})"
+    row.met = mine / floor <= 1.5
+    run.add(row)
 
 
 # --- output -----------------------------------------------------------------------------------
