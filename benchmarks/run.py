@@ -84,6 +84,10 @@ class Run:
         if out.returncode != 0:
             raise RuntimeError(f"measure {kind} {spec} failed:\n{out.stderr}")
         result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        if "failed" in result:  # a peer that runs here but cannot do this measure
+            if result["failed"] not in self.notes:
+                self.notes.append(result["failed"].splitlines()[0])
+            return None
         if "unavailable" in result:
             tool = spec.get("tool", kind)
             if tool not in self.skipped:
