@@ -450,3 +450,31 @@ def test_credential_headers_are_whatever_recording_refuses(
     (finding,) = json.loads(out)["findings"]
     assert (finding["check"], finding["field"]) == ("credential-header", "headers.x-tenant-region")
     assert "fake-test-region-eu" not in out
+
+
+def test_personal_data_and_random_tokens_are_warnings_naming_the_scrub(tmp_path: Path) -> None:
+    token = "sess_9aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQpOnM"
+    exchange = Exchange(
+        "POST",
+        "https://crm.example.test/v1/customers",
+        headers=(("content-type", "application/json"),),
+        body=b'{"customer": {"email": "ada.lovelace@mail.example"}}',
+        response_headers=(("content-type", "text/plain"),),
+        response_body=f"welcome back, your session is {token}".encode(),
+    )
+    findings = [f for f in lint_bytes(cassette_bytes([exchange]), "c.jsonl") if f.check == "scrub"]
+    assert [(f.severity, f.field) for f in findings] == [
+        ("warning", "body"),
+        ("warning", "response_body"),
+    ]
+    assert 'Rules(scrub=[Scrub.json("customer.email")])' in findings[0].message
+    assert "ada.lovelace@mail.example" not in str(findings[0])
+    assert token not in str(findings[1])
+    assert "Scrub.regex(" in findings[1].message
+    # Scrubbed placeholders and ordinary words are not flagged.
+    clean = Exchange(
+        "GET",
+        "https://crm.example.test/v1/customers?email=<email>",
+        response_body=b"the quick brown fox jumps over the lazy dog <scrubbed>",
+    )
+    assert [f for f in lint_bytes(cassette_bytes([clean]), "c.jsonl") if f.check == "scrub"] == []

@@ -21,6 +21,7 @@ import pytest
 
 from .._core import RecordMode
 from .._exceptions import CassetteError
+from .._rules import Rules
 from ..llm import (
     LLM_SECRET_HEADERS,
     PLACEHOLDER_API_KEY,
@@ -75,7 +76,8 @@ def _sdk_client(
     marker = item.get_closest_marker("cassette")
     sdk_options = dict((marker.kwargs.get(sdk) if marker is not None else None) or {})
     secret_headers = [*LLM_SECRET_HEADERS, *options.pop("secret_headers", ())]
-    transport = factory(name, secret_headers=secret_headers, **options)
+    rules = Rules.llm(options.pop("rules", None) or Rules())
+    transport = factory(name, secret_headers=secret_headers, rules=rules, **options)
     variables, keywords = _KEYS[sdk]
     if transport.mode is not RecordMode.NONE and not (
         any(sdk_options.get(k) is not None for k in keywords)
