@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,33 +70,58 @@ class Run:
     notes: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     skipped: set[str] = field(default_factory=set)
+    machine: str = field(default_factory=lambda: _machine())
+
+    def _once(self, kind: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+        """Run `kind` once in a fresh process; None (and a note) when its tool is unavailable."""
+        out = subprocess.run(
+            [sys.executable, str(MEASURES), json.dumps({"kind": kind, **spec})],
+            capture_output=True,
+            text=True,
+            cwd=HERE.parent,
+            timeout=900,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"measure {kind} {spec} failed:\n{out.stderr}")
+        result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        if "failed" in result:  # a peer that runs here but cannot do this measure
+            if result["failed"] not in self.notes:
+                self.notes.append(result["failed"].splitlines()[0])
+            return None
+        if "unavailable" in result:
+            tool = spec.get("tool", kind)
+            if tool not in self.skipped:
+                self.skipped.add(tool)
+                self.notes.append(f"{tool} skipped: {result['unavailable']}")
+            return None
+        return result
+
+    def measure_each(
+        self, kind: str, specs: dict[str, dict[str, Any]], repeat: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Run `kind` for each spec, `repeat` rounds of one run each, interleaved so that a
+        change in the machine's load touches every spec alike; the median of every number."""
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in specs}
+        for _ in range(repeat or self.sizes.repeat):
+            for name, spec in specs.items():
+                if name in runs:
+                    result = self._once(kind, spec)
+                    if result is None:
+                        del runs[name]
+                    else:
+                        runs[name].append(result)
+        medians = {}
+        for name, results in runs.items():
+            merged = dict(results[0])
+            for key, value in results[0].items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    merged[key] = statistics.median(r[key] for r in results)
+            medians[name] = merged
+        return medians
 
     def measure(self, kind: str, repeat: int | None = None, **spec: Any) -> dict[str, Any] | None:
         """Run `kind` `repeat` times, each in a fresh process; the median of every number."""
-        results = []
-        for _ in range(repeat or self.sizes.repeat):
-            out = subprocess.run(
-                [sys.executable, str(MEASURES), json.dumps({"kind": kind, **spec})],
-                capture_output=True,
-                text=True,
-                cwd=HERE.parent,
-                timeout=900,
-            )
-            if out.returncode != 0:
-                raise RuntimeError(f"measure {kind} {spec} failed:\n{out.stderr}")
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            if "unavailable" in result:
-                tool = spec.get("tool", kind)
-                if tool not in self.skipped:
-                    self.skipped.add(tool)
-                    self.notes.append(f"{tool} skipped: {result['unavailable']}")
-                return None
-            results.append(result)
-        merged = dict(results[0])
-        for key, value in results[0].items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                merged[key] = statistics.median(r[key] for r in results)
-        return merged
+        return self.measure_each(kind, {kind: spec}, repeat).get(kind)
 
     def tools(self) -> list[str]:
         return ["sakura-http", *(p for p in PEERS if p not in self.skipped)]
@@ -123,14 +149,17 @@ def _ext(tool: str) -> str:
 def measure_recording(run: Run) -> dict[str, str]:
     """4. Record from the local server; returns each tool's last recording (the replay source)."""
     n = run.sizes.record_count
-    recorded: dict[str, str] = {}
-    results: dict[str, dict[str, Any]] = {}
-    for tool in ["floor", "sakura-http", *PEERS]:
-        path = str(run.workdir / f"recorded-{tool}{_ext(tool)}")
-        result = run.measure("record", tool=tool, path=path, base=run.base, count=n)
-        if result is not None:
-            results[tool] = result
-            recorded[tool] = path
+    specs = {
+        tool: {
+            "tool": tool,
+            "path": str(run.workdir / f"recorded-{tool}{_ext(tool)}"),
+            "base": run.base,
+            "count": n,
+        }
+        for tool in ["floor", "sakura-http", *PEERS]
+    }
+    results = run.measure_each("record", specs)
+    recorded = {tool: specs[tool]["path"] for tool in results}
     floor = results["floor"]["total_s"]
     total = Row(f"4. Record {n:,} GETs from a local server, total", target="<= 1.15x")
     drift = Row("4. Recording: last 100 vs first 100 per exchange", target="<= 1.2x")
@@ -168,18 +197,18 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
             f"1. Replay {n:,} GETs from a {n:,}-exchange cassette, per request, {flavour}",
             target="<= 1.10x",
         )
-        times = {}
-        for tool in ["floor", *run.tools()]:
-            result = run.measure(
-                "replay",
-                tool=tool,
-                path=cassettes[tool],
-                base=run.base,
-                count=n,
-                asynchronous=asynchronous,
-            )
-            if result is not None:
-                times[tool] = result["per_request_s"]
+        specs = {
+            tool: {
+                "tool": tool,
+                "path": cassettes[tool],
+                "base": run.base,
+                "count": n,
+                "asynchronous": asynchronous,
+            }
+            for tool in ["floor", *run.tools()]
+        }
+        results = run.measure_each("replay", specs)
+        times = {tool: result["per_request_s"] for tool, result in results.items()}
         row.cells["floor"] = _us(times["floor"])
         for tool, seconds in times.items():
             if tool != "floor":
@@ -192,15 +221,16 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
 def measure_size(run: Run, recorded: dict[str, str]) -> None:
     """2. Per-request replay time near the end of small and large cassettes."""
     steps = run.sizes.size_steps
-    times = {}
+    specs = {}
     for size in steps:
         dst = str(run.workdir / f"size-{size}.jsonl")
         run.measure(
             "scale", repeat=1, tool="sakura-http", src=recorded["sakura-http"], dst=dst,
             count=size, base=run.base,
         )  # fmt: skip
-        url = f"{run.base}/items/{size - 1}"
-        times[size] = run.measure("replay_one", path=dst, url=url, count=200)["per_request_s"]  # type: ignore[index]
+        specs[str(size)] = {"path": dst, "url": f"{run.base}/items/{size - 1}", "count": 200}
+    results = run.measure_each("replay_one", specs)
+    times = {size: results[str(size)]["per_request_s"] for size in steps}
     row = Row(
         f"2. Replay per request at {steps[-1]:,} exchanges vs {steps[0]:,}",
         target="<= 1.10x",
@@ -231,13 +261,14 @@ def measure_load(run: Run, recorded: dict[str, str]) -> None:
         paths["vcrpy (json)"] = dst
     size_mb = Path(paths["sakura-http"]).stat().st_size / 1e6
     row = Row(f"3. Open a {n:,}-exchange cassette ({size_mb:.1f} MB)", target="<= 1.5x")
-    floor = run.measure("load", tool="floor", path=paths["sakura-http"])["load_s"]  # type: ignore[index]
+    specs = {"floor": {"tool": "floor", "path": paths["sakura-http"]}}
+    specs.update({tool: {"tool": tool.split(" ")[0], "path": path} for tool, path in paths.items()})
+    results = run.measure_each("load", specs)
+    floor = results.pop("floor")["load_s"]
     row.cells["floor"] = _ms(floor)
-    for tool, path in paths.items():
-        result = run.measure("load", tool=tool.split(" ")[0], path=path)
-        if result is not None:
-            row.ratios[tool] = result["load_s"] / floor
-            row.cells[tool] = f"{row.ratios[tool]:.2f}x ({_ms(result['load_s'])})"
+    for tool, result in results.items():
+        row.ratios[tool] = result["load_s"] / floor
+        row.cells[tool] = f"{row.ratios[tool]:.2f}x ({_ms(result['load_s'])})"
     row.met = row.ratios["sakura-http"] <= 1.5
     run.add(row)
     first = run.measure("first_request", path=paths["sakura-http"], url=f"{run.base}/items/{n - 1}")
@@ -252,8 +283,9 @@ def measure_load(run: Run, recorded: dict[str, str]) -> None:
     body = run.sizes.big_body
     run.measure("big_cassette", repeat=1, dst=big, url=f"{run.base}/big", size=body, chunk=65536)
     row = Row(f"3. Open a one-exchange cassette with a {body // MIB} MiB body", target="<= 1.5x")
-    floor = run.measure("load", tool="floor", path=big)["load_s"]  # type: ignore[index]
-    mine = run.measure("load", tool="sakura-http", path=big)["load_s"]  # type: ignore[index]
+    specs = {"floor": {"tool": "floor", "path": big}, "mine": {"tool": "sakura-http", "path": big}}
+    results = run.measure_each("load", specs)
+    floor, mine = results["floor"]["load_s"], results["mine"]["load_s"]
     row.cells["floor"] = _ms(floor)
     row.ratios["sakura-http"] = mine / floor
     row.cells["sakura-http"] = f"{mine / floor:.2f}x ({_ms(mine)})"
@@ -287,25 +319,25 @@ def measure_streaming(run: Run) -> None:
     sse = str(run.workdir / "sse.jsonl")
     url = f"{run.base}/sse?n=5&gap_ms=100"
     run.measure("sse_cassette", repeat=1, dst=sse, url=url, events=5)
+    _first_chunk(
+        run, "5. Time to first chunk of a recorded SSE stream (vs MockTransport streaming)",
+        sse, url, ("floor-replay", "sakura-http-replay"),
+    )  # fmt: skip
+    _first_chunk(
+        run, "5. Time to first chunk while recording, stream_through=True (vs the live server)",
+        str(run.workdir / "sse-recorded.jsonl"), url, ("floor-live", "sakura-http-stream-through"),
+    )  # fmt: skip
+
+
+def _first_chunk(run: Run, measure: str, path: str, url: str, tools: tuple[str, str]) -> None:
     count = run.sizes.first_chunk_count
-    floor = run.measure("first_chunk", tool="floor-replay", path=sse, url=url, count=count)
-    mine = run.measure("first_chunk", tool="sakura-http-replay", path=sse, url=url, count=count)
-    assert floor is not None and mine is not None
-    row = Row("5. Time to first chunk of a recorded SSE stream (vs MockTransport streaming)")
-    row.cells["floor"] = _us(floor["first_chunk_s"])
-    row.ratios["sakura-http"] = mine["first_chunk_s"] / floor["first_chunk_s"]
-    row.cells["sakura-http"] = f"{row.ratios['sakura-http']:.2f}x ({_us(mine['first_chunk_s'])})"
-    run.add(row)
-    rec = str(run.workdir / "sse-recorded.jsonl")
-    floor = run.measure("first_chunk", tool="floor-live", path=rec, url=url, count=count)
-    mine = run.measure(
-        "first_chunk", tool="sakura-http-stream-through", path=rec, url=url, count=count
-    )
-    assert floor is not None and mine is not None
-    row = Row("5. Time to first chunk while recording, stream_through=True (vs the live server)")
-    row.cells["floor"] = _us(floor["first_chunk_s"])
-    row.ratios["sakura-http"] = mine["first_chunk_s"] / floor["first_chunk_s"]
-    row.cells["sakura-http"] = f"{row.ratios['sakura-http']:.2f}x ({_us(mine['first_chunk_s'])})"
+    specs = {tool: {"tool": tool, "path": path, "url": url, "count": count} for tool in tools}
+    results = run.measure_each("first_chunk", specs)
+    floor, mine = (results[tool]["first_chunk_s"] for tool in tools)
+    row = Row(measure)
+    row.cells["floor"] = _us(floor)
+    row.ratios["sakura-http"] = mine / floor
+    row.cells["sakura-http"] = f"{mine / floor:.2f}x ({_us(mine)})"
     run.add(row)
 
 
@@ -315,10 +347,8 @@ def measure_import(run: Run) -> None:
         "6. Import (sakura-http: package + pytest plugin) after `import httpx, pytest`",
         target="<= 30 ms, no optional deps",
     )
-    for tool in ["sakura-http", *PEERS]:
-        result = run.measure("import_time", tool=tool)
-        if result is None:
-            continue
+    results = run.measure_each("import_time", {t: {"tool": t} for t in ["sakura-http", *PEERS]})
+    for tool, result in results.items():
         text = _ms(result["import_s"])
         if result["heavy_modules"]:
             text += f" (imports {', '.join(result['heavy_modules'])})"
@@ -329,13 +359,30 @@ def measure_import(run: Run) -> None:
 
 
 def measure_proxy(run: Run) -> None:
-    """7. Replaying through the recording proxy (once it exists)."""
+    """7. Replay through the recording proxy vs a minimal anyio + h11 server, 20 clients."""
     if importlib.util.find_spec("sakura_http.proxy") is None:
         run.notes.append(
             "7. Proxy replay vs a minimal anyio + h11 server: skipped, the proxy has not landed"
         )
         return
-    run.notes.append("7. Proxy replay: the proxy exists but this benchmark does not measure it yet")
+    n = run.sizes.replay_count
+    path = str(run.workdir / f"replay-{n}-sakura-http.jsonl")  # measure 1's cassette
+    spec = {"path": path, "base": run.base, "count": n, "clients": 20}
+    results = run.measure_each(
+        "proxy_replay", {tool: {"tool": tool, **spec} for tool in ("floor", "sakura-http")}
+    )
+    if "sakura-http" not in results:
+        return
+    floor, mine = results["floor"]["per_request_s"], results["sakura-http"]["per_request_s"]
+    row = Row(
+        f"7. Replay {n:,} GETs through the proxy, 20 keep-alive clients, per request",
+        target="<= 1.5x",
+    )
+    row.cells["floor"] = f"{_us(floor)} (anyio + h11 from memory)"
+    row.ratios["sakura-http"] = mine / floor
+    row.cells["sakura-http"] = f"{mine / floor:.2f}x ({_us(mine)})"
+    row.met = mine / floor <= 1.5
+    run.add(row)
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -374,7 +421,8 @@ def chart(run: Run, path: Path) -> str:
     rows = [r for r in run.rows if r.ratios]
     tools = sorted({t for r in rows for t in r.ratios}, key=lambda t: (t != "sakura-http", t))
     colours = {"sakura-http": "#d6336c", "cassetter": "#4c6ef5", "vcrpy": "#868e96"}
-    fig, ax = plt.subplots(figsize=(11, 0.55 * len(rows) * len(tools) + 1.5))
+    bars = sum(len(r.ratios) for r in rows)
+    fig, ax = plt.subplots(figsize=(12, 0.42 * bars + 0.9 * len(rows) + 1.5))
     y = 0.0
     ticks, labels = [], []
     for row in reversed(rows):
@@ -386,13 +434,13 @@ def chart(run: Run, path: Path) -> str:
                 ax.text(ratio * 1.05, y, f"{tool} {ratio:.2f}x", va="center", fontsize=8)
                 y += 1
         ticks.append((start + y - 1) / 2)
-        labels.append(row.measure.split(", ")[0][:60])
+        labels.append(textwrap.fill(row.measure, 48))
         y += 0.6
     ax.axvline(1.0, color="black", linewidth=0.8)
     ax.set_xscale("log")
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.set_xlabel("time relative to the floor measured in the same run (1.0 = the floor; log)")
-    ax.set_title(f"sakura-http vs peers — {platform.node() or 'this machine'}, {_machine()}")
+    ax.set_title(f"sakura-http vs peers, one run on {run.machine}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format=path.suffix.lstrip(".") or "svg")
@@ -401,7 +449,16 @@ def chart(run: Run, path: Path) -> str:
 
 def _machine() -> str:
     cpus = os.cpu_count() or 0
-    return f"{cpus} cores, Python {platform.python_version()}, {platform.system()}"
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next(
+                (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")),
+                model,
+            )
+    except OSError:
+        pass
+    return f"{model}, {cpus} cores, Python {platform.python_version()}, {platform.system()}"
 
 
 @contextmanager
@@ -428,7 +485,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="repetitions per measure (median reported)")
     parser.add_argument("--chart", type=Path, default=HERE / "results" / "chart.svg")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--replot", type=Path, metavar="JSON", help="draw the chart of an earlier --json run"
+    )
     args = parser.parse_args(argv)
+    if args.replot:
+        saved = json.loads(args.replot.read_text())
+        run = Run(QUICK if saved["quick"] else FULL, Path("."))
+        run.rows = [Row(**row) for row in saved["rows"]]
+        run.machine = saved["machine"]
+        print(table(run))
+        print(chart(run, args.chart))
+        return 0
     sizes = QUICK if args.quick else FULL
     if args.repeat:
         sizes = Sizes(args.repeat, *list(vars(sizes).values())[1:])
@@ -452,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(
             json.dumps(
                 {
-                    "machine": _machine(),
+                    "machine": run.machine,
                     "quick": args.quick,
                     "rows": [vars(r) for r in run.rows],
                     "notes": run.notes,

@@ -199,35 +199,53 @@ def torn_tail(data: bytes) -> bytes:
     return tail if tail.strip() else b""
 
 
+def _line_spans(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int, int, int]]:
+    """`(line_number, start, end)` of every non-blank line of `data`; see `iter_lines`."""
+    start = 0
+    number = 0
+    size = len(data)
+    while start < size:
+        number += 1
+        end = data.find(b"\n", start)
+        if end == -1:
+            if torn_tail(data):
+                raise CassetteFormatError(
+                    path,
+                    number,
+                    "the last line is incomplete (no trailing newline): a recording was "
+                    "interrupted mid-write. Run `sakura-http repair` on the file to drop it "
+                    "(a backup is kept), then record again",
+                )
+            return
+        # A JSON line starts with "{" (or "["): only an odd line pays for a copy to strip.
+        if data[start] in _JSON_START or data[start:end].strip():
+            yield number, start, end
+        start = end + 1
+
+
+_JSON_START = frozenset(b"{[")
+
+
 def iter_lines(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
     """Yield `(line_number, line)` for every non-blank line of `data`.
 
     A last line without its newline is a torn write (a crash mid-append) and raises
     `CassetteFormatError` naming that line; nothing before it is hidden.
     """
-    lines = data.split(b"\n")
-    tail = lines.pop()  # what follows the last newline: nothing, unless a write was torn
-    for number, line in enumerate(lines, 1):
-        if line and not line.isspace():  # isspace() stops at the first byte of a JSON line
-            yield number, line
-    if torn_tail(tail):
-        raise CassetteFormatError(
-            path,
-            len(lines) + 1,
-            "the last line is incomplete (no trailing newline): a recording was "
-            "interrupted mid-write. Run `sakura-http repair` on the file to drop it "
-            "(a backup is kept), then record again",
-        )
+    for number, start, end in _line_spans(data, path):
+        yield number, data[start:end]
 
 
-def _load_json(line: bytes) -> Any:
+def _load_json(line: bytes | memoryview) -> Any:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise _Bad(f"not valid JSON ({exc})") from None
 
 
-def decode_header(line: bytes, path: str | os.PathLike[str], number: int) -> dict[str, Any]:
+def decode_header(
+    line: bytes | memoryview, path: str | os.PathLike[str], number: int
+) -> dict[str, Any]:
     """Check the header line; a missing `schema_version` or a major version other than 1 fails."""
     try:
         obj = _load_json(line)
@@ -425,7 +443,7 @@ def _fast_pairs(value: Any) -> Headers | None:
 
 def _fast_numbers(obj: dict[str, Any], key: str, kinds: set[type[Any]]) -> tuple[Any, ...]:
     value = obj[key]
-    if type(value) is not list or (value and ({*map(type, value)} > kinds or min(value) < 0)):
+    if type(value) is not list or (value and (not {*map(type, value)} <= kinds or min(value) < 0)):
         raise _Bad(key)  # the caller falls back to `_exchange`, which words the problem
     return tuple(value)
 
@@ -491,7 +509,9 @@ def _fast_exchange(obj: Any, shared: dict[Headers, Headers]) -> Exchange | None:
     )
 
 
-def decode_exchange(line: bytes, path: str | os.PathLike[str], number: int) -> Exchange:
+def decode_exchange(
+    line: bytes | memoryview, path: str | os.PathLike[str], number: int
+) -> Exchange:
     """Decode one exchange line; any problem raises `CassetteFormatError` naming the line."""
     try:
         return _exchange(_load_json(line))
@@ -501,7 +521,10 @@ def decode_exchange(line: bytes, path: str | os.PathLike[str], number: int) -> E
 
 def parse_cassette(data: bytes, path: str | os.PathLike[str]) -> CassetteContent:
     """Parse a whole cassette.  Empty data is an empty cassette; every other problem raises."""
-    lines = iter_lines(data, path)
+    # Lines are read as views of `data`, not copies: a cassette with a 16 MiB body is held once
+    # as file bytes while it is parsed, not twice.
+    view = memoryview(data)
+    lines = ((number, view[start:end]) for number, start, end in _line_spans(data, path))
     first = next(lines, None)
     if first is None:
         return CassetteContent(header={}, exchanges=[], line_numbers=[])

@@ -60,13 +60,20 @@ class ReplayStream:
         timings = exchange.timings_ms if latency > 0 else None
         self._offsets = [t * latency / 1000 for t in timings] if timings else None
 
-    def _pieces(self) -> Iterator[tuple[float | None, bytes]]:
+    def _whole(self) -> tuple[bytes, ...] | None:
+        """The body as its only chunk, when it is one (or none): no slicing, no copy."""
         exchange = self._exchange
         if exchange.chunks is None and len(exchange.response_body) <= self._chunk_size:
-            if exchange.response_body:
-                yield None, exchange.response_body
+            return (exchange.response_body,) if exchange.response_body else ()
+        return None
+
+    def _pieces(self) -> Iterator[tuple[float | None, bytes]]:
+        whole = self._whole()
+        if whole is not None:
+            for piece in whole:
+                yield None, piece
             return
-        body = memoryview(exchange.response_body)
+        body = memoryview(self._exchange.response_body)
         offsets = self._offsets
         position = 0
         for i, size in enumerate(chunk_plan(self._exchange, self._chunk_size)):
@@ -75,6 +82,13 @@ class ReplayStream:
             position += size
 
     def __iter__(self) -> Iterator[bytes]:
+        if self._offsets is None:
+            whole = self._whole()
+            if whole is not None:
+                return iter(whole)
+        return self._chunk_by_chunk()
+
+    def _chunk_by_chunk(self) -> Iterator[bytes]:
         started = time.monotonic()
         for offset, piece in self._pieces():
             if offset is not None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,3 +231,80 @@ def test_any_header_bytes_written_read_back_and_replay_equal(
             back, None, module.ByteStream(b"")
         )
         assert response.headers.raw == raw
+
+
+# --- the fast path of loading agrees with the strict one --------------------------------------
+
+_VALID = {
+    "method": "GET",
+    "url": "https://api.example.test/x",
+    "headers": [["accept", "*/*"], ["X-Case", "v"]],
+    "body": "",
+    "status": 200,
+    "response_headers": [["content-type", "text/plain"]],
+    "response_body": "abc",
+    "id": "ex-1",
+    "chunks": [1, 2],
+    "truncated": False,
+    "timings_ms": [0.5, 1],
+}
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 1000) | st.floats(-1, 10) | st.text(max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner),
+    max_leaves=6,
+)
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> dict[str, object]:
+    obj = {k: v for k, v in _VALID.items() if draw(st.booleans()) or k in ("method", "url")}
+    for key in draw(st.lists(st.sampled_from([*_VALID, "extra", "error", "body_b64"]))):
+        obj[key] = draw(_JSON | st.sampled_from([[["a", "b"]], [["a", 1]], ["ab"], [{"a": 1}]]))
+    return obj
+
+
+@settings(max_examples=400, deadline=None)
+@given(obj=_mutated())
+def test_the_fast_decoder_accepts_exactly_what_the_strict_one_does(obj: dict[str, object]) -> None:
+    # parse_cassette decodes a line of the common shape on a fast path and sends anything else
+    # (and anything wrong) to the strict decoder, which names the problem: the fast path must
+    # never accept a line the strict one refuses, nor decode a line differently.
+    from sakura_http._format import _Bad, _exchange, _fast_exchange
+
+    fast = _fast_exchange(obj, {})
+    try:
+        strict = _exchange(obj)
+    except _Bad:
+        assert fast is None
+        return
+    assert fast is None or fast == strict
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("headers", [["a", "b", "c"]], "[name, value] string pairs"),
+        ("headers", ["ab"], "[name, value] string pairs"),
+        ("headers", [{"a": "b", "c": "d"}], "[name, value] string pairs"),
+        ("response_headers", [["a", None]], "[name, value] string pairs"),
+        ("status", True, "must be an HTTP status code"),
+        ("status", 1000, "must be an HTTP status code"),
+        ("id", 7, "'id' must be a string"),
+        ("truncated", None, "'truncated' must be true or false"),
+        ("chunks", None, "list of non-negative numbers"),
+        ("chunks", [1, -1, 3], "list of non-negative numbers"),
+        ("chunks", [1, True], "list of non-negative numbers"),
+        ("chunks", [1, 1], "adds up to 2"),
+        ("timings_ms", [1.0], "one entry per entry of 'chunks'"),
+        ("timings_ms", [1.0, "2"], "list of non-negative numbers"),
+        ("body", 3, "must be a string"),
+    ],
+)
+def test_every_malformed_field_of_a_common_line_names_its_line(
+    field: str, value: object, problem: str
+) -> None:
+    good = orjson.dumps(_VALID) + b"\n"
+    bad = orjson.dumps({**_VALID, field: value}) + b"\n"
+    with pytest.raises(CassetteFormatError, match=re.escape(problem)) as caught:
+        parse_cassette(HEADER + good + b"\n" + bad, P)
+    assert caught.value.line == 4
