@@ -1,5 +1,15 @@
-"""sakura-http: record real httpx traffic into JSON Lines cassettes and replay it offline."""
+"""sakura-http: record real httpx traffic into JSON Lines cassettes and replay it offline.
 
+The engine is flat and private (`sakura_http._*`); this module re-exports its public names.  The
+front ends built on it are packages of their own: `sakura_http.pytest_plugin`, `sakura_http.cli`,
+and `sakura_http.httpx2` for httpx2-typed transports.  See docs/architecture.md.
+"""
+
+from importlib import metadata as _metadata
+
+from ._advice import Advice
+from ._cassette import load_cassette
+from ._config import DEFAULT_SECRET_QUERY_PARAMS, CassetteConfig
 from ._core import RecordMode
 from ._exceptions import (
     BodyTooLargeError,
@@ -13,24 +23,46 @@ from ._exceptions import (
     UndecodableBodyError,
     UnsafeExchangeError,
 )
-from ._matching import DEFAULT_IGNORE_HEADERS
+from ._format import CassetteContent, Exchange, FaultInfo
+from ._matching import DEFAULT_IGNORE_HEADERS, canonical_url
 from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
-from ._transport import RecordingTransport
+from ._rules import LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
+from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
+
+try:
+    __version__ = _metadata.version("sakura-http")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "CREDENTIAL_HEADERS",
     "DEFAULT_IGNORE_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_SECRET_QUERY_PARAMS",
+    "LLM_VOLATILE_RESPONSE_HEADERS",
+    "Advice",
+    "AsyncOuterTransport",
     "BodyTooLargeError",
+    "CassetteConfig",
+    "CassetteContent",
     "CassetteError",
     "CassetteFormatError",
     "CassetteMiss",
     "ConfigurationError",
     "CredentialHeaderError",
+    "Exchange",
+    "FaultInfo",
+    "JsonPath",
     "NetworkBlocked",
+    "OuterTransport",
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",
+    "Rules",
+    "Scrub",
     "UndecodableBodyError",
     "UnsafeExchangeError",
+    "__version__",
+    "canonical_url",
+    "load_cassette",
 ]

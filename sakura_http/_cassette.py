@@ -63,8 +63,14 @@ def _locked(fd: int) -> Iterator[None]:
         _unlock(fd)
 
 
-def load_cassette(path: Path) -> CassetteContent:
-    """Read and parse `path`.  A missing file is an empty cassette; a bad one raises."""
+def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:
+    """Read and parse the cassette at `path`: its header, exchanges and their line numbers.
+
+    A missing or empty file is an empty cassette.  A file that cannot be read as a cassette (bad
+    JSON, a missing field, an unknown schema, a torn last line, a directory) raises
+    `CassetteFormatError` naming the file and line.
+    """
+    path = Path(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -197,5 +203,15 @@ class AtomicRecording:
             else:
                 # Nothing was recorded: keep the old cassette rather than wipe it.
                 self.temp_path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
+    def discard(self) -> None:
+        """Drop the fresh cassette and unlock; the old cassette stays as it was."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            self.temp_path.unlink(missing_ok=True)
         finally:
             os.close(fd)

@@ -1,7 +1,8 @@
-"""The pure decision core: replay, record or miss, given the mode and what the cassette holds.
+"""The pure decision core: replay, record, refuse or miss, given the mode, what the cassette
+holds and whether this caller may record.
 
 No I/O happens here.  The sync and async transports, both httpx libraries and the recording proxy
-all ask `decide()` what to do with a request, so the rules live in exactly one table::
+all ask `decide()` what to do with a request, so the rules live in exactly two tables::
 
     mode          | unplayed match | all matches played         | no match
     --------------+----------------+----------------------------+---------
@@ -10,17 +11,37 @@ all ask `decide()` what to do with a request, so the rules live in exactly one t
     new_episodes  | replay         | record                     | record
     all           | record         | record                     | record
 
-`docs/matching.md` shows the same table; a test checks the two agree.
+and, when the first table says "record"::
+
+    may the caller record?            | action
+    ----------------------------------+-------
+    yes                               | record
+    no: it has no outer transport     | refuse
+    no: the host is not in record_hosts | refuse
+
+`docs/matching.md` shows the same tables; a test checks them cell by cell.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ._exceptions import ConfigurationError, RecordingForbidden
 
-__all__ = ["ACTIONS", "Action", "Lookup", "RecordMode", "decide", "resolve_mode"]
+__all__ = [
+    "ACTIONS",
+    "REFUSALS",
+    "Action",
+    "Decision",
+    "Lookup",
+    "RecordMode",
+    "Refusal",
+    "decide",
+    "parse_mode",
+    "resolve_mode",
+]
 
 ENV_RECORD = "SAKURA_HTTP_RECORD"
 ENV_STRICT = "SAKURA_HTTP_STRICT"
@@ -51,7 +72,24 @@ class Action(enum.Enum):
     REPLAY = "replay"  # play the next unplayed matching exchange
     REPEAT = "repeat"  # play the last matching exchange again
     RECORD = "record"  # forward to the outer transport and append the exchange
+    REFUSE = "refuse"  # raise RecordingForbidden: it must be recorded, but may not be
     MISS = "miss"  # raise CassetteMiss
+
+
+class Refusal(enum.Enum):
+    """Whether the caller may record a request, and if not, why."""
+
+    NONE = "yes"
+    NO_OUTER = "no: it has no outer transport"
+    HOST = "no: the host is not in record_hosts"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """An `Action` and the reason for it, in words (for messages and docs)."""
+
+    action: Action
+    reason: str
 
 
 ACTIONS: Mapping[tuple[RecordMode, Lookup], Action] = {
@@ -67,15 +105,34 @@ ACTIONS: Mapping[tuple[RecordMode, Lookup], Action] = {
 }
 
 
-def decide(mode: RecordMode, lookup: Lookup, allow_repeats: bool = True) -> Action:
-    """The action for a request, from the table above."""
+REFUSALS: Mapping[Refusal, Action] = {
+    Refusal.NONE: Action.RECORD,
+    Refusal.NO_OUTER: Action.REFUSE,
+    Refusal.HOST: Action.REFUSE,
+}
+
+
+def decide(
+    mode: RecordMode,
+    lookup: Lookup,
+    *,
+    allow_repeats: bool = True,
+    refusal: Refusal = Refusal.NONE,
+) -> Decision:
+    """The action for a request, from the tables above, with its reason."""
     action = ACTIONS[mode, lookup]
+    reason = f"mode {mode.value}, {lookup.value}"
     if action is Action.REPEAT and not allow_repeats:
-        return Action.MISS
-    return action
+        return Decision(Action.MISS, f"{reason}, allow_repeats=False")
+    if action is Action.RECORD:
+        action = REFUSALS[refusal]
+        if action is Action.REFUSE:
+            reason = f"{reason}, and may the caller record? {refusal.value}"
+    return Decision(action, reason)
 
 
-def _parse_mode(value: RecordMode | str, source: str) -> RecordMode:
+def parse_mode(value: RecordMode | str, source: str) -> RecordMode:
+    """`value` as a `RecordMode`; `ConfigurationError` naming `source` when it is not one."""
     try:
         return RecordMode(value)
     except ValueError:
@@ -86,10 +143,10 @@ def _parse_mode(value: RecordMode | str, source: str) -> RecordMode:
 def resolve_mode(mode: RecordMode | str, environ: Mapping[str, str]) -> RecordMode:
     """The effective mode: `SAKURA_HTTP_RECORD` overrides `mode`; `SAKURA_HTTP_STRICT=1`
     forbids anything but "none" (CI sets it so a stray variable cannot re-record)."""
-    effective = _parse_mode(mode, "mode")
+    effective = parse_mode(mode, "mode")
     override = environ.get(ENV_RECORD, "")
     if override:
-        effective = _parse_mode(override, f"the environment variable {ENV_RECORD}")
+        effective = parse_mode(override, f"the environment variable {ENV_RECORD}")
     strict = environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
     if strict and effective is not RecordMode.NONE:
         source = f"{ENV_RECORD}={override}" if override else f"mode={effective.value!r}"

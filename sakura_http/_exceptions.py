@@ -35,6 +35,7 @@ __all__ = [
     "RecordingForbidden",
     "UndecodableBodyError",
     "UnsafeExchangeError",
+    "human_size",
 ]
 
 
@@ -119,36 +120,50 @@ class UnsafeExchangeError(CassetteError):
 class CredentialHeaderError(UnsafeExchangeError):
     """A request carries a credential header that is not declared in `secret_headers`.
 
-    Raised before anything is sent or replayed; `header` is the lower-cased header name.
+    Raised before anything is sent or replayed; `header` is the lower-cased header name.  `fix`
+    says how to declare it, worded for the front end in use (see `sakura_http.Advice`).  The
+    header's value is never kept.
     """
 
-    def __init__(self, header: str, value: str = "") -> None:
+    def __init__(self, header: str, value: str = "", *, fix: str | None = None) -> None:
         self.header = header
+        self.fix = fix
+        # Whether the value came from a redacted cookie is all that is kept of it.
+        self._echoed_cookie = header == "cookie" and "<redacted>" in value
+        super().__init__(header)
+
+    def __str__(self) -> str:
         why = ""
-        if header == "cookie" and "<redacted>" in value:
+        if self._echoed_cookie:
             why = (
                 " (this cookie comes from a recorded `set-cookie: <redacted>` that the client's "
                 "cookie jar sent back)"
             )
-        super().__init__(
-            f"header {header} belongs in secret_headers; not recorded. "
-            f"Declare it so its value is forwarded but never written or matched{why}: "
-            f'RecordingTransport(..., secret_headers=["{header}"])'
+        fix = self.fix or f'RecordingTransport(..., secret_headers=["{self.header}"])'
+        return (
+            f"header {self.header} belongs in secret_headers; not recorded. "
+            f"Declare it so its value is forwarded but never written or matched{why}: {fix}"
         )
 
 
 class BodyTooLargeError(UnsafeExchangeError):
     """A request or response body is larger than `max_body_bytes`; nothing was appended.
 
-    `side` is "request" or "response", `limit` the limit in bytes.
+    `side` is "request" or "response", `limit` the limit in bytes, `fix` how to raise it,
+    worded for the front end in use.
     """
 
-    def __init__(self, side: str, limit: int) -> None:
+    def __init__(self, side: str, limit: int, *, fix: str | None = None) -> None:
         self.side = side
         self.limit = limit
-        super().__init__(
-            f"{side} body over {_human_size(limit)}: pytest --record stores at most "
-            f"{limit:,} bytes of a {side} body"
+        self.fix = fix
+        super().__init__(side, limit)
+
+    def __str__(self) -> str:
+        fix = self.fix or f"raise it with max_body_bytes= (now {self.limit:,})"
+        return (
+            f"{self.side} body over {human_size(self.limit)}: sakura-http stores at most "
+            f"{self.limit:,} bytes of a {self.side} body; {fix}"
         )
 
 
@@ -167,7 +182,8 @@ class UndecodableBodyError(UnsafeExchangeError):
         )
 
 
-def _human_size(n: int) -> str:
+def human_size(n: int) -> str:
+    """`n` bytes for people: "16 MiB" when it is a whole number of units, else "1,234 bytes"."""
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"

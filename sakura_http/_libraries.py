@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from ._format import Exchange, FaultInfo
-from ._matching import RequestData
+from ._matching import RequestData, canonical_url
 from ._streams import ReplayStream, TeeStream
 
 __all__ = ["HttpLibrary", "library_of"]
@@ -37,12 +37,15 @@ class HttpLibrary:
         url = request.url
         return url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
 
-    def request_data(self, request: Any) -> RequestData:
-        """The library-neutral view of a request whose body has been read."""
+    def request_data(
+        self, request: Any, secret_params: frozenset[str] = frozenset()
+    ) -> RequestData:
+        """The library-neutral view of a request whose body has been read, its URL in the
+        canonical form that is matched and written (`canonical_url`)."""
         host, port = self.host_port(request)
         return RequestData(
             method=request.method,
-            url=str(request.url),
+            url=canonical_url(str(request.url), secret_params),
             headers=tuple((name.lower(), value) for name, value in request.headers.multi_items()),
             body=request.content,
             host=host,

@@ -3,7 +3,9 @@
 A request matches a recorded exchange when these are equal:
 
 1. the method, case-insensitively;
-2. the URL, as ``str(request.url)``, verbatim (query order matters);
+2. the URL in canonical form (`canonical_url`): scheme and host lower-cased, IDNA hosts in
+   ASCII, default ports dropped, percent-encoding normalized, no userinfo, and the values of
+   secret query parameters replaced by ``<redacted>``; path and query order are kept as sent;
 3. the ordinary headers as a multiset of (lower-case name, value): everything except the declared
    secret headers and the ignored (volatile) headers, `DEFAULT_IGNORE_HEADERS` by default;
 4. the body: equal bytes, or equal parsed JSON values with object key order ignored when the
@@ -17,20 +19,27 @@ place that scans the whole cassette.
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
+import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
+import idna
 import orjson
 
 from ._format import Exchange, Headers
 from ._policy import shown_header_value
+from ._rules import Rules
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
+    "REDACTED",
     "MatchKey",
     "MatchRules",
     "RequestData",
+    "canonical_url",
     "explain_miss",
 ]
 
@@ -53,6 +62,63 @@ DEFAULT_IGNORE_HEADERS = frozenset(
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
+
+#: What a secret value is written as.
+REDACTED = "<redacted>"
+
+_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _normalize_escape(match: re.Match[str]) -> str:
+    byte = int(match.group(1), 16)
+    return chr(byte) if byte in _UNRESERVED else f"%{byte:02X}"
+
+
+def _ascii_host(host: str) -> str:
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError:
+        return host.encode("idna").decode("ascii")
+
+
+@functools.lru_cache(maxsize=8192)
+def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
+    """The form of `url` that is matched and written.
+
+    Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
+    default port is dropped, ``%xx`` escapes of unreserved characters are decoded and the others
+    upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
+    ``authorization`` header, which the safety rules govern.  The value of every query parameter
+    named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
+    repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return url
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else _ascii_host(host)  # IPv6 addresses in brackets
+    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    path = _ESCAPE.sub(_normalize_escape, parts.path)
+    query = _ESCAPE.sub(_normalize_escape, parts.query)
+    if secret_params and query:
+        items = []
+        for item in query.split("&"):
+            name, eq, _value = item.partition("=")
+            items.append(f"{name}={REDACTED}" if eq and name.lower() in secret_params else item)
+        query = "&".join(items)
+    text = f"{scheme}://{netloc}{path}"
+    if query or url.endswith("?"):
+        text += f"?{query}"
+    if parts.fragment:
+        text += f"#{parts.fragment}"
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +179,9 @@ class MatchRules:
 
     ignore: frozenset[str]
     secret: frozenset[str]
+    secret_query: frozenset[str] = frozenset()
+    #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
+    rules: Rules = field(default_factory=Rules)
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -132,9 +201,22 @@ class MatchRules:
             kept.append((name, value))
         return tuple(sorted(kept))
 
+    def url(self, url: str) -> str:
+        """The URL as compared: canonical, secrets redacted, then the rules applied."""
+        url = canonical_url(url, self.secret_query)
+        return self.rules.match_url(url) if self.rules else url
+
+    def body(self, headers: Headers, body: bytes) -> bytes:
+        """The body as compared (see `normalized_body`), after the rules."""
+        if self.rules:
+            body = self.rules.match_body(headers, body)
+        return normalized_body(headers, body)
+
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        digest = hashlib.blake2b(normalized_body(headers, body), digest_size=16).digest()
-        return (method.upper(), url, self.ordinary_headers(headers), digest)
+        if self.rules:
+            headers = self.rules.scrub_request_headers(headers)
+        digest = hashlib.blake2b(self.body(headers, body), digest_size=16).digest()
+        return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
         return self.key(request.method, request.url, request.headers, request.body)

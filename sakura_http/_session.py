@@ -1,29 +1,48 @@
-"""One cassette in use: its configuration, its index, what has been played, what to append.
+"""One cassette in use in this process: its index, what has been played, what to append.
 
-`CassetteSession` is everything a transport needs apart from moving bytes: the safety checks,
+`CassetteSession` is everything a front end needs apart from moving bytes: the safety checks,
 the index lookup, the decision (from `_core`), building an exchange from a live response, and
-persisting it.  The sync and async transports, httpx and httpx2, and the proxy all drive the
-same session; only `commit()` touches the disk, so async callers run it in a worker thread.
+persisting it.  There is one session per cassette file per process: every transport, fixture,
+SDK helper and proxy handler that opens the same real path shares it, through its own
+`CassetteUser` (`CassetteSession.open`), so they share one index, one play counter per match
+key and, in mode "all", one re-recording.  The cassette is finished when its last user closes.
+
+Each user brings its own `CassetteConfig`; the options that shape the shared index and file
+(`CassetteConfig.session_options`) must agree, and secret headers are merged.  Only `commit()`
+and `close()` touch the disk, so async callers run them in a worker thread.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._advice import Advice
 from ._cassette import AtomicRecording, append_lines, load_cassette
-from ._core import Action, Lookup, RecordMode, decide, resolve_mode
-from ._exceptions import CassetteFormatError, CassetteMiss, RecordingForbidden
+from ._config import CassetteConfig
+from ._core import Action, Lookup, RecordMode, Refusal, decide
+from ._exceptions import (
+    BodyTooLargeError,
+    CassetteFormatError,
+    CassetteMiss,
+    ConfigurationError,
+    CredentialHeaderError,
+    RecordingForbidden,
+)
 from ._format import Exchange, FaultInfo, Headers, encode_exchange
 from ._hosts import HostList
 from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
     BodyDecoder,
+    Redactor,
     SecretMemory,
     charset_of,
     check_body_size,
@@ -31,18 +50,18 @@ from ._policy import (
     drop_secret_headers,
     refuse_credentials,
 )
+from ._rules import apply_hook, scrub_chunked
 
-__all__ = ["CassetteSession", "Plan", "ResponseRecorder"]
-
-RECORD_HINT = "pytest --record"
+__all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
 
 @dataclass(slots=True)
 class _Slot:
-    """The recorded exchanges sharing one match key, in order, and how many were played."""
+    """The recorded exchanges sharing one match key, in order, and where the first one not yet
+    played may be (every exchange before `cursor` has been played)."""
 
     exchanges: list[Exchange] = field(default_factory=list)
-    played: int = 0
+    cursor: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,40 +73,43 @@ class Plan:
     exchange: Exchange | None = None
 
 
-class CassetteSession:
-    """A cassette opened for one transport.  Thread-safe; see the module docstring."""
+@contextlib.contextmanager
+def advised(advice: Advice) -> Iterator[None]:
+    """Word the fix of an engine error raised inside for the front end `advice` speaks for."""
+    try:
+        yield
+    except CredentialHeaderError as exc:
+        if exc.fix is None:
+            exc.fix = advice.declare_secret(exc.header)
+        raise
+    except BodyTooLargeError as exc:
+        if exc.fix is None:
+            exc.fix = advice.raise_body_limit(exc.side, exc.limit)
+        raise
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        mode: RecordMode | str,
-        can_record: bool,
-        secret_headers: Iterable[str],
-        ignore_headers: Iterable[str],
-        record_hosts: Iterable[str] | None,
-        passthrough_hosts: Iterable[str],
-        max_body_bytes: int,
-        allow_repeats: bool,
-        record_errors: bool,
-        record_timings: bool,
-        environ: Mapping[str, str] | None = None,
-    ) -> None:
-        self.path = Path(path)
-        self.mode = resolve_mode(mode, os.environ if environ is None else environ)
-        self.can_record = can_record
-        self.secret_headers = frozenset(h.lower() for h in secret_headers)
-        self.secrets = SecretMemory(self.secret_headers)
-        self.rules = MatchRules(
-            ignore=frozenset(h.lower() for h in ignore_headers), secret=self.secret_headers
-        )
-        self.record_hosts = None if record_hosts is None else HostList(record_hosts)
-        self.passthrough_hosts = HostList(passthrough_hosts)
-        self.max_body_bytes = max_body_bytes
-        self.allow_repeats = allow_repeats
-        self.record_errors = record_errors
-        self.record_timings = record_timings
-        self._lock = threading.Lock()
+
+# Weak values: a session whose users were all dropped without closing goes away with them.
+_REGISTRY: weakref.WeakValueDictionary[str, CassetteSession] = weakref.WeakValueDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+class CassetteSession:
+    """The state of one cassette shared by its users in this process.  Thread-safe.
+
+    Open it with `CassetteSession.open(path, config, can_record=...)`, which returns a
+    `CassetteUser`; never build it directly.  Users may match with different rules (ignored
+    headers, secrets): the session keeps one index per set of rules, all over the same
+    exchanges and the same record of what was played.
+    """
+
+    def __init__(self, path: Path, key: str, config: CassetteConfig) -> None:
+        self.path = path
+        self._key = key
+        #: "all" when the cassette is being re-recorded, else the first user's mode.
+        self.mode = config.mode
+        self._lock = threading.RLock()
+        self._users = 0
+        self._failed = False
         self.appended = 0
 
         try:
@@ -99,83 +121,123 @@ class CassetteSession:
             header, recorded = {}, []  # re-recording replaces the unreadable file
         self._header: dict[str, Any] = header  # encode_header() keeps only its extra keys
         self.exchanges: list[Exchange] = [] if self.mode is RecordMode.ALL else recorded
-        self._index: dict[MatchKey, _Slot] = {}
-        for exchange in self.exchanges:
-            self._index.setdefault(self.rules.key_of_exchange(exchange), _Slot()).exchanges.append(
-                exchange
-            )
+        self._played: set[int] = set()  # ids of the exchanges played (or recorded) in this run
+        self._indexes: dict[MatchRules, dict[MatchKey, _Slot]] = {}
         self._rerecording: AtomicRecording | None = None
+
+    def _index(self, rules: MatchRules) -> dict[MatchKey, _Slot]:
+        """The index of the exchanges by their key under `rules`, built on first use."""
+        index = self._indexes.get(rules)
+        if index is None:
+            index = {}
+            for exchange in self.exchanges:
+                index.setdefault(rules.key_of_exchange(exchange), _Slot()).exchanges.append(
+                    exchange
+                )
+            self._indexes[rules] = index
+        return index
+
+    # --- users -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], config: CassetteConfig, *, can_record: bool
+    ) -> CassetteUser:
+        """Join the session of `path` in this process, opening it (and reading the cassette)
+        if no one has it open.  `config.mode` is the effective mode (after the environment).
+
+        Raises `CassetteFormatError` for an unreadable cassette (except in mode "all"), and
+        `ConfigurationError` for a path holding a NUL character, or when one user would
+        re-record the cassette (mode "all") while another replays or appends to it.
+        """
+        text = os.fspath(path)
+        if "\0" in text:
+            raise ConfigurationError(
+                f"the cassette path {text!r} holds a NUL character; give a plain file name"
+            )
+        resolved = Path(text)
+        key = os.path.realpath(resolved)
+        with _REGISTRY_LOCK:
+            session = _REGISTRY.get(key)
+            if session is None:
+                session = cls(resolved, key, config)
+                _REGISTRY[key] = session
+            elif (config.mode is RecordMode.ALL) != (session.mode is RecordMode.ALL):
+                raise ConfigurationError(
+                    f"the cassette {session.path} is already open in this process with mode "
+                    f"{session.mode.value!r}, and is opened again with mode "
+                    f"{config.mode.value!r}. Re-recording a cassette (mode 'all') while another "
+                    "transport replays or appends to it would lose that transport's exchanges: "
+                    "close the other transport first (or use a `with` block), or open both in "
+                    "the same mode"
+                )
+            session._users += 1
+        return CassetteUser(session, config, can_record)
+
+    def _leave(self, failed: bool) -> None:
+        with _REGISTRY_LOCK:
+            self._failed = self._failed or failed
+            self._users -= 1
+            if self._users > 0:
+                return
+            if _REGISTRY.get(self._key) is self:
+                del _REGISTRY[self._key]
+        with self._lock:
+            recording, self._rerecording = self._rerecording, None
+        if recording is not None:
+            if self._failed:
+                recording.discard()
+            else:
+                recording.commit()
 
     # --- per request -------------------------------------------------------------------------
 
-    def is_passthrough(self, host: str, port: int | None) -> bool:
-        return (host, port) in self.passthrough_hosts
-
-    def check_request(self, request: RequestData) -> None:
-        """The safety rules that hold before anything is replayed or forwarded."""
-        refuse_credentials(request.headers, self.secret_headers)
-        check_body_size(len(request.body), self.max_body_bytes, "request")
-
-    def plan(self, request: RequestData) -> Plan:
-        """Decide what to do with `request`; raises `CassetteMiss` or `RecordingForbidden`.
-
-        A replayed exchange counts as played at once, so concurrent identical requests take
-        successive recorded exchanges.
-        """
-        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
-        request = self.secrets.redactor(request.headers).request(request)
-        key = self.rules.key_of_request(request)
+    def plan(
+        self, request: RequestData, config: CassetteConfig, rules: MatchRules, refusal: Refusal
+    ) -> Plan:
+        """The decision for `request` by a user with `config` (its mode and allow_repeats)."""
+        key = rules.key_of_request(request)
         with self._lock:
-            slot = self._index.get(key)
+            slot = self._index(rules).get(key)
             if slot is None:
                 lookup = Lookup.ABSENT
-            elif slot.played < len(slot.exchanges):
-                lookup = Lookup.HIT
             else:
-                lookup = Lookup.EXHAUSTED
-            action = decide(self.mode, lookup, self.allow_repeats)
+                played = self._played
+                while (
+                    slot.cursor < len(slot.exchanges) and id(slot.exchanges[slot.cursor]) in played
+                ):
+                    slot.cursor += 1
+                lookup = Lookup.HIT if slot.cursor < len(slot.exchanges) else Lookup.EXHAUSTED
+            decision = decide(
+                config.mode, lookup, allow_repeats=config.allow_repeats, refusal=refusal
+            )
+            action = decision.action
             if action is Action.REPLAY:
                 assert slot is not None
-                slot.played += 1
-                return Plan(action, key, slot.exchanges[slot.played - 1])
+                exchange = slot.exchanges[slot.cursor]
+                self._played.add(id(exchange))
+                slot.cursor += 1
+                return Plan(action, key, exchange)
             if action is Action.REPEAT:
                 assert slot is not None
                 return Plan(action, key, slot.exchanges[-1])
         if action is Action.MISS:
-            raise self._miss(request, slot)
-        self._check_may_record(request)
+            raise self._miss(request, slot, rules, config.advice)
         return Plan(action, key)
 
-    def _check_may_record(self, request: RequestData) -> None:
-        if not self.can_record:
-            raise RecordingForbidden(
-                f"{request.method} {request.url} must be recorded (mode {self.mode.value!r}), "
-                f"but the transport for {self.path} has outer=None, so it has no network. "
-                "Pass the real transport as outer=, e.g. RecordingTransport(..., "
-                "outer=httpx.HTTPTransport())",
-                host=request.host,
-            )
-        if self.record_hosts is not None and (request.host, request.port) not in self.record_hosts:
-            allowed = ", ".join(self.record_hosts.entries) or "none"
-            raise RecordingForbidden(
-                f"{request.method} {request.url} would record from host "
-                f"{request.host}:{request.port}, which is not in record_hosts ({allowed}). "
-                f'Add it if recording from it is intended: record_hosts=["{request.host}"] '
-                "(or sakura_record_hosts in the pytest ini options)",
-                host=request.host,
-            )
-
-    def _miss(self, request: RequestData, slot: _Slot | None) -> CassetteMiss:
+    def _miss(
+        self, request: RequestData, slot: _Slot | None, rules: MatchRules, advice: Advice
+    ) -> CassetteMiss:
         head = f"{request.method} {request.url} is not in the cassette {self.path}"
         lines = [head]
         nearest: list[str] = []
         if slot is not None:
             lines.append(
                 f"  all {len(slot.exchanges)} recorded exchange(s) matching it were already "
-                "played in this run, and allow_repeats=False"
+                f"played in this run, and allow_repeats=False; {advice.allow_repeats()}"
             )
         else:
-            for index, exchange, diffs in explain_miss(request, self.exchanges, self.rules):
+            for index, exchange, diffs in explain_miss(request, self.exchanges, rules):
                 text = f"#{index + 1} {exchange.method} {exchange.url}"
                 nearest.append("\n      ".join([text, *diffs]))
             if nearest:
@@ -183,10 +245,7 @@ class CassetteSession:
                 lines.extend(f"    {n}" for n in nearest)
             else:
                 lines.append("  the cassette holds no exchanges")
-        lines.append(
-            f"  to record it, run `{RECORD_HINT}` (mode new_episodes); "
-            "if the request changed on purpose, re-record with `pytest --record-all`"
-        )
+        lines.append(f"  {advice.record_missing()}")
         return CassetteMiss(
             "\n".join(lines),
             method=request.method,
@@ -195,32 +254,8 @@ class CassetteSession:
             nearest=nearest,
         )
 
-    # --- recording ---------------------------------------------------------------------------
-
-    def recorder(self, request: RequestData) -> ResponseRecorder:
-        """Start recording the response to `request` (call once the outer transport answered)."""
-        return ResponseRecorder(self, request)
-
-    def fault_exchange(self, request: RequestData, error: BaseException) -> Exchange | None:
-        """The exchange recording a transport error, or None when `record_errors` is off."""
-        if not self.record_errors:
-            return None
-        redactor = self.secrets.redactor(request.headers)
-        written = redactor.request(request)
-        return Exchange(
-            method=request.method,
-            url=written.url,
-            headers=drop_secret_headers(written.headers, self.secret_headers),
-            body=written.body,
-            status=None,
-            error=FaultInfo(type(error).__name__, redactor.text(str(error))),
-        )
-
-    def commit(self, plan: Plan, exchange: Exchange) -> None:
-        """Append `exchange` to the cassette (one locked write) and index it as played.
-
-        Does blocking file I/O: async callers run it in a worker thread.
-        """
+    def commit(self, exchange: Exchange) -> None:
+        """Append `exchange` to the cassette (one locked write) and index it as played."""
         line = encode_exchange(exchange)
         with self._lock:
             if self.mode is RecordMode.ALL:
@@ -229,28 +264,205 @@ class CassetteSession:
                 self._rerecording.append(line)
             else:
                 append_lines(self.path, line, self._header)
-            slot = self._index.setdefault(plan.key, _Slot())
-            slot.exchanges.append(exchange)
-            slot.played += 1
             self.exchanges.append(exchange)
+            self._played.add(id(exchange))
+            for rules, index in self._indexes.items():
+                index.setdefault(rules.key_of_exchange(exchange), _Slot()).exchanges.append(
+                    exchange
+                )
             self.appended += 1
-
-    def close(self) -> None:
-        """Finish: in mode "all", move the fresh cassette over the old one."""
-        with self._lock:
-            if self._rerecording is not None:
-                self._rerecording.commit()
-                self._rerecording = None
 
     def unplayed(self) -> list[Exchange]:
         """Recorded exchanges not played in this run, in cassette order."""
         with self._lock:
-            left = {
-                id(exchange)
-                for slot in self._index.values()
-                for exchange in slot.exchanges[slot.played :]
-            }
-        return [e for e in self.exchanges if id(e) in left]
+            return [e for e in self.exchanges if id(e) not in self._played]
+
+
+def _with_length(headers: Headers, size: int, before: bytes) -> Headers:
+    """`headers` with a content-length that is still true after a scrub changed the body."""
+    if size == len(before):
+        return headers
+    return tuple((n, str(size) if n == "content-length" else v) for n, v in headers)
+
+
+class CassetteUser:
+    """One front end's use of a shared `CassetteSession`: a transport, a fixture, a proxy.
+
+    It holds what is the caller's own: its configuration (record hosts, limits, the words of
+    its advice), whether it can record (it has an outer transport), and how many exchanges it
+    appended.  Every step a front end drives goes through it:
+
+    ``check_request`` -> ``plan`` -> replay ``plan.exchange``, or forward, then ``recorder``
+    (``start`` / ``feed`` / ``finish``) -> ``commit``; and ``close`` once, at the end.
+    """
+
+    def __init__(self, session: CassetteSession, config: CassetteConfig, can_record: bool):
+        self.session = session
+        self.config = config
+        self.rules = MatchRules(
+            ignore=config.ignore_headers,
+            secret=config.secret_headers,
+            secret_query=config.secret_query_params,
+            rules=config.rules,
+        )
+        self.can_record = can_record
+        #: The secrets of this user's recent requests, searched in everything it writes.
+        self.secrets = SecretMemory(config.secret_headers)
+        self._record_hosts: HostList | None = config.record_host_list
+        self._passthrough = config.passthrough_host_list
+        self.appended = 0
+        self.closed = False
+
+    @property
+    def path(self) -> Path:
+        return self.session.path
+
+    @property
+    def mode(self) -> RecordMode:
+        return self.config.mode
+
+    def is_passthrough(self, host: str, port: int | None) -> bool:
+        return (host, port) in self._passthrough
+
+    def check_request(self, request: RequestData) -> None:
+        """The safety rules that hold before anything is replayed or forwarded."""
+        config = self.config
+        with advised(config.advice):
+            refuse_credentials(request.headers, config.secret_headers, config.allow_headers)
+            check_body_size(len(request.body), config.max_body_bytes, "request")
+
+    def _refusal(self, request: RequestData) -> Refusal:
+        if not self.can_record:
+            return Refusal.NO_OUTER
+        hosts = self._record_hosts
+        if hosts is not None and (request.host, request.port) not in hosts:
+            return Refusal.HOST
+        return Refusal.NONE
+
+    def plan(self, request: RequestData) -> Plan:
+        """Decide what to do with `request`; raises `CassetteMiss` or `RecordingForbidden`.
+
+        A replayed exchange counts as played at once, so concurrent identical requests take
+        successive recorded exchanges.
+        """
+        # Matched (and shown in a miss) as it is written: echoes of secrets redacted.
+        request = self.secrets.redactor(request.headers).request(request)
+        refusal = self._refusal(request)
+        plan = self.session.plan(request, self.config, self.rules, refusal)
+        if plan.action is Action.REFUSE:
+            raise self._forbidden(request, refusal)
+        return plan
+
+    def _forbidden(self, request: RequestData, refusal: Refusal) -> RecordingForbidden:
+        advice = self.config.advice
+        if refusal is Refusal.NO_OUTER:
+            return RecordingForbidden(
+                f"{request.method} {request.url} must be recorded (mode {self.mode.value!r}), "
+                f"but the transport for {self.path} has outer=None, so it has no "
+                f"network. {advice.give_outer()[:1].upper()}{advice.give_outer()[1:]}",
+                host=request.host,
+            )
+        allowed = ", ".join(self._record_hosts.entries if self._record_hosts else ()) or "none"
+        return RecordingForbidden(
+            f"{request.method} {request.url} would record from host "
+            f"{request.host}:{request.port}, which is not in record_hosts ({allowed}). "
+            f"Add it if recording from it is intended: {advice.add_record_host(request.host)}",
+            host=request.host,
+        )
+
+    def recorder(self, request: RequestData) -> ResponseRecorder:
+        """Start recording the response to `request` (call once the outer transport answered)."""
+        return ResponseRecorder(self, request)
+
+    def fault_exchange(self, request: RequestData, error: BaseException) -> Exchange | None:
+        """The exchange recording a transport error, or None when `record_errors` is off."""
+        if not self.config.record_errors:
+            return None
+        secrets = self.config.secret_headers
+        redactor = self.secrets.redactor(request.headers)
+        written = redactor.request(request)
+        return self.finalize(
+            Exchange(
+                method=request.method,
+                url=written.url,
+                headers=drop_secret_headers(written.headers, secrets),
+                body=written.body,
+                status=None,
+                error=FaultInfo(type(error).__name__, redactor.text(str(error))),
+            ),
+            redactor,
+        )
+
+    def finalize(self, exchange: Exchange, redactor: Redactor) -> Exchange | None:
+        """The exchange as written: the scrubs of `config.rules`, then its `before_record`
+        hook (None: do not record), then the safety rules once more on the hook's result."""
+        rules = self.config.rules
+        if not rules:
+            return exchange
+        headers = rules.scrub_request_headers(exchange.headers)
+        body = rules.scrub_body(headers, exchange.body)
+        changes: dict[str, Any] = {
+            "url": rules.scrub_url(exchange.url),
+            "headers": _with_length(headers, len(body), exchange.body),
+            "body": body,
+        }
+        if exchange.status is not None:
+            response_headers = rules.scrub_response_headers(exchange.response_headers)
+            chunks = exchange.chunks or (len(exchange.response_body),)
+            response_body, chunks = scrub_chunked(
+                rules, response_headers, exchange.response_body, chunks
+            )
+            changes["response_headers"] = _with_length(
+                response_headers, len(response_body), exchange.response_body
+            )
+            changes["response_body"] = response_body
+            changes["chunks"] = chunks if len(chunks) > 1 else None
+            if exchange.timings_ms is not None and len(chunks) != len(exchange.timings_ms):
+                changes["timings_ms"] = None
+        hooked = apply_hook(rules, dataclasses.replace(exchange, **changes))
+        if hooked is None or hooked is exchange:
+            return hooked
+        # The hook cannot put back what the safety rules took out.
+        secrets = self.config.secret_headers
+        with advised(self.config.advice):
+            refuse_credentials(hooked.headers, secrets, self.config.allow_headers)
+            check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
+            check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
+        response_body = redactor.body(hooked.response_body, charset_of(hooked.response_headers))
+        return dataclasses.replace(
+            hooked,
+            url=redactor.url(hooked.url),
+            headers=redactor.headers(drop_secret_headers(hooked.headers, secrets)),
+            body=redactor.body(hooked.body, charset_of(hooked.headers)),
+            response_headers=redactor.response_headers(hooked.response_headers),
+            response_body=response_body,
+            chunks=hooked.chunks if response_body == hooked.response_body else None,
+            error=(
+                None
+                if hooked.error is None
+                else FaultInfo(hooked.error.type, redactor.text(hooked.error.message))
+            ),
+        )
+
+    def commit(self, plan: Plan, exchange: Exchange | None) -> None:
+        """Append `exchange` to the cassette and index it as played (blocking file I/O).
+        None (a `before_record` hook declined it) appends nothing."""
+        if exchange is None:
+            return
+        self.session.commit(exchange)
+        self.appended += 1
+
+    def close(self, *, failed: bool = False) -> None:
+        """Leave the session; the last user to leave finishes it: in mode "all" the fresh
+        cassette replaces the old one, unless any user closed with `failed=True`, in which case
+        the old cassette is kept as it was."""
+        if self.closed:
+            return
+        self.closed = True
+        self.session._leave(failed)
+
+    def unplayed(self) -> list[Exchange]:
+        return self.session.unplayed()
 
 
 class ResponseRecorder:
@@ -258,13 +470,17 @@ class ResponseRecorder:
 
     `start()` takes the status and headers, `feed()` each raw chunk (returning the decoded bytes
     to deliver, bounded by `max_body_bytes`), `finish()` the exchange to commit: secrets
-    redacted, `set-cookie` blanked, content decoded, chunk sizes (and timings) kept.
+    redacted, `set-cookie` blanked, content decoded, chunk sizes (and timings) kept.  `live()`
+    is the same exchange as the server sent it, unredacted, for the caller only: while
+    recording, the code under test gets the live response (so a login flow's cookie jar holds
+    the real session); only what is written is redacted.
     """
 
-    def __init__(self, session: CassetteSession, request: RequestData) -> None:
-        self._session = session
+    def __init__(self, user: CassetteUser, request: RequestData) -> None:
+        self._user = user
         self._request = request
-        self._redactor = session.secrets.redactor(request.headers)
+        self._secrets = user.config.secret_headers
+        self._redactor = user.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
         self._headers: Headers = ()
@@ -272,20 +488,23 @@ class ResponseRecorder:
         self._chunks: list[bytes] = []
         self._timings: list[float] = []
         self._decoding_done = False
+        self._live: Exchange | None = None
 
     def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
         self._status = status
         self._headers = tuple((name.lower(), value) for name, value in headers)
-        self._decoder = BodyDecoder(self._headers, self._session.max_body_bytes)
+        self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
     def live_headers(self) -> Headers:
-        """Headers for a response delivered while its body still streams (`stream_through`)."""
+        """Headers for a response delivered while its body still streams (`stream_through`):
+        as the server sent them, less the content-encoding the body is decoded from."""
         assert self._decoder is not None, "start() first"
-        return self._redactor.response_headers(self._decoder.headers(None))
+        return self._decoder.headers(None)
 
     def feed(self, raw: bytes) -> bytes:
         assert self._decoder is not None, "start() first"
-        data = self._decoder.feed(raw)
+        with advised(self._user.config.advice):
+            data = self._decoder.feed(raw)
         self._keep(data)
         return data
 
@@ -300,7 +519,8 @@ class ResponseRecorder:
         if self._decoding_done:
             return b""
         self._decoding_done = True
-        tail = self._decoder.finish()
+        with advised(self._user.config.advice):
+            tail = self._decoder.finish()
         self._keep(tail)
         return tail
 
@@ -311,10 +531,11 @@ class ResponseRecorder:
             headers = tuple((n, v) for n, v in headers if n != "content-length")
         return headers
 
-    def finish(self, truncated: bool = False) -> Exchange:
-        """The exchange to commit; `truncated` when the caller stopped before the end."""
+    def finish(self, truncated: bool = False) -> Exchange | None:
+        """The exchange to commit (None: a `before_record` hook declined it); `truncated` when
+        the caller stopped before the end."""
         assert self._decoder is not None, "start() first"
-        session, request = self._session, self._request
+        request = self._request
         if not truncated:
             self.finish_decoding()
         if self._decoder.raw_fallback:
@@ -322,10 +543,11 @@ class ResponseRecorder:
             # raw chunks' arrival times were not kept).
             self._chunks = [c for c in self._decoder.raw_chunks if c]
             self._timings = []
+        live_body = b"".join(self._chunks)
+        live_chunks = tuple(len(c) for c in self._chunks)
+        body, chunks = live_body, live_chunks
         redactor = self._redactor
         check_redactable(self._decoder, redactor)
-        body = b"".join(self._chunks)
-        chunks = tuple(len(c) for c in self._chunks)
         if redactor:
             charset = charset_of(self._headers)
             redacted = redactor.body(body, charset)
@@ -334,11 +556,15 @@ class ResponseRecorder:
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
         written = redactor.request(request)
-        timed = session.record_timings and len(chunks) > 1 and len(self._timings) == len(chunks)
-        return Exchange(
+        timed = (
+            self._user.config.record_timings
+            and len(chunks) > 1
+            and len(self._timings) == len(chunks)
+        )
+        stored = Exchange(
             method=request.method,
             url=written.url,
-            headers=drop_secret_headers(written.headers, session.secret_headers),
+            headers=drop_secret_headers(written.headers, self._secrets),
             body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
@@ -347,3 +573,21 @@ class ResponseRecorder:
             truncated=truncated,
             timings_ms=tuple(self._timings) if timed else None,
         )
+        self._live = Exchange(
+            method=request.method,
+            url=request.url,
+            headers=request.headers,
+            body=request.body,
+            status=self._status,
+            response_headers=self._stored_headers(len(live_body), truncated),
+            response_body=live_body,
+            chunks=live_chunks if len(live_chunks) > 1 else None,
+            truncated=truncated,
+        )
+        return self._user.finalize(stored, redactor)
+
+    def live(self) -> Exchange:
+        """The response as the server sent it (decoded, unredacted): for the caller, never for
+        the disk.  Call after `finish()`."""
+        assert self._live is not None, "finish() first"
+        return self._live

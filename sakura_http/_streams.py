@@ -25,13 +25,11 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
+from ._config import DEFAULT_CHUNK_SIZE
 from ._format import Exchange
 from ._session import ResponseRecorder
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "ReplayStream", "TeeStream", "chunk_plan"]
-
-#: Chunk size for replaying an exchange recorded without chunk boundaries (httpcore reads 64 KiB).
-DEFAULT_CHUNK_SIZE = 65_536
 
 
 def chunk_plan(exchange: Exchange, chunk_size: int) -> Iterable[int]:

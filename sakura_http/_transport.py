@@ -1,53 +1,105 @@
-"""`RecordingTransport`: thin sync and async shells over one `CassetteSession`.
+"""`RecordingTransport`: thin sync and async shells over one shared cassette session.
 
-Each request goes: passthrough? -> safety checks -> plan (replay / record / miss, decided by
-`_core`) -> replay a recorded exchange, or forward to `outer`, record the response and replay
-what was recorded.  The shells only move bytes; every decision is the session's, and the two
-shells differ only in `await`.
+Each request goes: passthrough? -> safety checks -> plan (replay / record / refuse / miss,
+decided by `_core`) -> replay a recorded exchange, or forward to `outer`, record the response
+and hand the caller the live response.  That sequence is written once, as the generator
+`_exchange_steps`: it makes every decision and yields the I/O it needs (`_Send`, `_Read`,
+`_Close`, `_Commit`) to a driver, and the sync and async shells are the two drivers, which
+differ only in `await`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import anyio
 import httpx
 
-from ._core import RecordMode
-from ._exceptions import CassetteError, RecordingForbidden
+from ._config import CassetteConfig
+from ._core import RecordMode, resolve_mode
+from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
 from ._format import Exchange
 from ._libraries import HttpLibrary, library_of
-from ._matching import DEFAULT_IGNORE_HEADERS, RequestData
-from ._policy import DEFAULT_MAX_BODY_BYTES
-from ._session import CassetteSession, Plan, ResponseRecorder
-from ._streams import DEFAULT_CHUNK_SIZE
+from ._matching import RequestData
+from ._session import CassetteSession, CassetteUser, Plan
 
 if TYPE_CHECKING:
     import httpx2
 
-__all__ = ["RecordingTransport"]
+__all__ = ["AsyncOuterTransport", "OuterTransport", "RecordingTransport"]
+
+
+class OuterTransport(Protocol):
+    """A sync outer transport: what `httpx.HTTPTransport` (or httpx2's) provides."""
+
+    def handle_request(self, request: Any, /) -> Any: ...
+
+
+class AsyncOuterTransport(Protocol):
+    """An async outer transport: what `httpx.AsyncHTTPTransport` (or httpx2's) provides."""
+
+    async def handle_async_request(self, request: Any, /) -> Any: ...
+
+
+# --- the step sequence: what the drivers are asked to do -------------------------------------
+
+
+@dataclass(slots=True)
+class _Send:
+    request: Any  # -> the outer transport's response
+
+
+@dataclass(slots=True)
+class _Read:
+    response: Any  # -> the next raw chunk of its body, or None at the end
+
+
+@dataclass(slots=True)
+class _Close:
+    response: Any  # -> None, once the body is read (or reading failed)
+
+
+@dataclass(slots=True)
+class _Commit:
+    plan: Plan
+    exchange: Exchange | None  # -> None, once appended (None: a hook declined it)
+
+
+_Step = _Send | _Read | _Close | _Commit
 
 
 class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """An httpx transport that replays exchanges from a cassette and records new ones.
 
     One instance serves sync and async clients of httpx and of httpx2; `outer` must be of the
-    same library as the client (and async for an async client).  The cassette is read when the
-    transport is built: a missing or empty file is an empty cassette; an unreadable one raises
-    `CassetteFormatError` here, and is never written to.
+    same library as the client (and async for an async client).  For httpx2 clients under
+    mypy, use `sakura_http.httpx2.RecordingTransport`, the same class typed for httpx2.
+
+    The cassette is read when the transport is built: a missing or empty file is an empty
+    cassette; an unreadable one raises `CassetteFormatError` here, and is never written to.
+    Every transport (and fixture, SDK helper or proxy) on the same cassette file in one process
+    shares one session: one index, one play order, one re-recording; the cassette is finished
+    when the last of them closes.
+
+    Options, as keyword arguments or as one `CassetteConfig` (``config=``):
 
     * ``mode``: "none" (replay only; a miss raises `CassetteMiss`), "new_episodes" (record what
-      is missing) or "all" (re-record into a fresh cassette that replaces the old one on
-      `close()`).  ``SAKURA_HTTP_RECORD`` overrides it; ``SAKURA_HTTP_STRICT=1`` refuses any
-      mode but "none" here, with `RecordingForbidden`.
+      is missing) or "all" (re-record into a fresh cassette that replaces the old one when the
+      last user closes cleanly).  ``SAKURA_HTTP_RECORD`` overrides it; ``SAKURA_HTTP_STRICT=1``
+      refuses any mode but "none" here, with `RecordingForbidden`.
     * ``outer``: the transport a request to record is forwarded to; None means no network, so a
       request that would have to be recorded raises `RecordingForbidden`.
     * ``secret_headers``: forwarded, never written, never matched; echoes of their values in
       responses are written as ``<redacted>``.  A credential header not listed here is refused
-      with `CredentialHeaderError` before anything is sent or replayed.
+      with `CredentialHeaderError` before anything is sent or replayed.  ``allow_headers``:
+      header names that look like credentials but are not (written and matched as usual).
+    * ``secret_query_params``: query parameters whose values are written as ``<redacted>`` and
+      not matched (default `DEFAULT_SECRET_QUERY_PARAMS`: key, api_key, token, sig, ...).
     * ``record_hosts``: None allows recording from any host; else only these "host" or
       "host:port" entries.  ``passthrough_hosts``: sent straight to ``outer``, never matched or
       written, exempt from every rule.
@@ -66,51 +118,43 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
       default) reads `os.environ`.  The pytest plugin resolves them once per session and passes
       an empty mapping.
 
-    After `close()` / `aclose()` (which close ``outer`` and, in mode "all", replace the
-    cassette) a request raises `RuntimeError`.
+    While recording, the caller receives the live response as the server sent it (decoded);
+    only what is written is redacted.  Replay serves what was written.
+
+    `close()` / `aclose()` close ``outer`` and leave the session.  `close(failed=True)` (and a
+    ``with`` block left by an exception) says the run did not finish cleanly: in mode "all" the
+    old cassette is then kept as it was.  After closing, a request raises `RuntimeError`.
     """
 
     def __init__(
         self,
         path: str | os.PathLike[str],
         *,
-        outer: Any = None,
-        mode: RecordMode | str = RecordMode.NONE,
-        secret_headers: Iterable[str] = (),
-        record_hosts: Iterable[str] | None = None,
-        passthrough_hosts: Iterable[str] = (),
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        ignore_headers: Iterable[str] = DEFAULT_IGNORE_HEADERS,
-        allow_repeats: bool = True,
-        record_errors: bool = False,
-        stream_through: bool = False,
-        record_timings: bool = False,
-        replay_latency: float = 0.0,
-        replay_chunk_size: int = DEFAULT_CHUNK_SIZE,
+        outer: OuterTransport | AsyncOuterTransport | None = None,
+        config: CassetteConfig | None = None,
         environ: Mapping[str, str] | None = None,
+        **options: Any,
     ) -> None:
-        if replay_chunk_size < 1:
-            raise ValueError(f"replay_chunk_size must be at least 1, not {replay_chunk_size}")
-        if replay_latency < 0:
-            raise ValueError(f"replay_latency must be 0 or more, not {replay_latency}")
-        self._session = CassetteSession(
-            path,
-            mode=mode,
-            can_record=outer is not None,
-            secret_headers=secret_headers,
-            ignore_headers=ignore_headers,
-            record_hosts=record_hosts,
-            passthrough_hosts=passthrough_hosts,
-            max_body_bytes=max_body_bytes,
-            allow_repeats=allow_repeats,
-            record_errors=record_errors,
-            record_timings=record_timings,
-            environ=environ,
-        )
+        if config is None:
+            try:
+                config = CassetteConfig(**options)
+            except TypeError as exc:
+                raise TypeError(f"RecordingTransport(): {exc}") from None
+        elif options:
+            raise TypeError(
+                "RecordingTransport() takes config= or option keywords, not both: use "
+                f"config.replace({', '.join(f'{k}=...' for k in options)})"
+            )
+        if isinstance(path, str) and "\0" in path:
+            raise ConfigurationError(
+                f"the cassette path {path!r} holds a NUL character; give a plain file name"
+            )
+        mode = resolve_mode(config.mode, os.environ if environ is None else environ)
+        if mode is not config.mode:
+            config = config.replace(mode=mode)
+        self._user: CassetteUser = CassetteSession.open(path, config, can_record=outer is not None)
         self._outer = outer
-        self._stream_through = stream_through
-        self._latency = replay_latency
-        self._chunk_size = replay_chunk_size
+        self._config = config
         self._closed = False
         #: Every `CassetteError` this transport raised, in order, even if the caller caught it.
         self.raised: list[CassetteError] = []
@@ -118,28 +162,33 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     # --- public state ----------------------------------------------------------------------
 
     @property
+    def config(self) -> CassetteConfig:
+        """The transport's configuration, with the effective mode."""
+        return self._config
+
+    @property
     def path(self) -> str:
         """The cassette file."""
-        return str(self._session.path)
+        return str(self._user.path)
 
     @property
     def mode(self) -> RecordMode:
         """The effective mode (after `SAKURA_HTTP_RECORD`)."""
-        return self._session.mode
+        return self._user.mode
 
     @property
     def appended(self) -> int:
         """How many exchanges this transport has written."""
-        return self._session.appended
+        return self._user.appended
 
     def unplayed(self) -> list[Exchange]:
         """Recorded exchanges that no request has played yet, in cassette order."""
-        return self._session.unplayed()
+        return self._user.unplayed()
 
     def __repr__(self) -> str:
         return f"<RecordingTransport {self.path!r} mode={self.mode.value!r}>"
 
-    # --- shared steps ------------------------------------------------------------------------
+    # --- the step sequence -------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _reporting(self) -> Iterator[None]:
@@ -157,14 +206,6 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if isinstance(exc, CassetteError):
             self.raised.append(exc)
 
-    def _passthrough(self, library: HttpLibrary, request: Any) -> bool:
-        return self._session.is_passthrough(*library.host_port(request))
-
-    def _plan(self, library: HttpLibrary, request: Any) -> tuple[RequestData, Plan]:
-        data = library.request_data(request)
-        self._session.check_request(data)
-        return data, self._session.plan(data)
-
     def _outer_for(self, method: str, request: Any) -> Any:
         outer = self._outer
         if outer is None:
@@ -178,42 +219,56 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             raise TypeError(f"{kind} client needs {kind} outer transport, not {outer!r}")
         return getattr(outer, method)
 
-    def _fault(self, library: HttpLibrary, data: RequestData, error: Exception) -> Exchange | None:
-        if library.is_transport_error(error):
-            return self._session.fault_exchange(data, error)
-        return None
-
     def _replay(self, library: HttpLibrary, exchange: Exchange, request: Any) -> Any:
-        return library.replay(exchange, request, self._chunk_size, self._latency)
+        config = self._config
+        return library.replay(exchange, request, config.replay_chunk_size, config.replay_latency)
 
-    def _answered(
-        self,
-        library: HttpLibrary,
-        recorder: ResponseRecorder,
-        plan: Plan,
-        response: Any,
-        request: Any,
-        close: Callable[[], Any],
-    ) -> Any:
-        """The outer transport answered: start recording.  With `stream_through`, return the
-        response that tees the live stream to the caller; otherwise None (read it all first)."""
+    def _exchange_steps(
+        self, library: HttpLibrary, request: Any, close: Any
+    ) -> Generator[_Step, Any, Any]:
+        """Every decision for one request whose body has been read; yields the I/O to do.
+
+        Returns the response for the caller.  `close` closes the live response (sync or async),
+        for the tee of a `stream_through` response.
+        """
+        user = self._user
+        data: RequestData = library.request_data(request, self._config.secret_query_params)
+        user.check_request(data)
+        plan = user.plan(data)
+        if plan.exchange is not None:
+            return self._replay(library, plan.exchange, request)
+        recorder = user.recorder(data)
+        try:
+            response = yield _Send(request)
+        except Exception as exc:
+            fault = user.fault_exchange(data, exc) if library.is_transport_error(exc) else None
+            if fault is not None:
+                yield _Commit(plan, fault)
+            raise
         recorder.start(response.status_code, response.headers.multi_items())
-        if not self._stream_through:
-            return None
-        stream = library.tee_stream(
-            response.stream,
-            recorder,
-            lambda exchange: self._session.commit(plan, exchange),
-            close,
-            self._note_error,
-        )
-        return library.module.Response(
-            response.status_code,
-            headers=list(recorder.live_headers()),
-            stream=stream,
-            request=request,
-            extensions=response.extensions,
-        )
+        if self._config.stream_through:
+            stream = library.tee_stream(
+                response.stream,
+                recorder,
+                lambda exchange: user.commit(plan, exchange),
+                close(response),
+                self._note_error,
+            )
+            return library.module.Response(
+                response.status_code,
+                headers=list(recorder.live_headers()),
+                stream=stream,
+                request=request,
+                extensions=response.extensions,
+            )
+        try:
+            while (raw := (yield _Read(response))) is not None:
+                recorder.feed(raw)
+            exchange = recorder.finish()
+        finally:
+            yield _Close(response)
+        yield _Commit(plan, exchange)
+        return self._replay(library, recorder.live(), request)
 
     # --- sync ------------------------------------------------------------------------------
 
@@ -224,44 +279,51 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     def handle_request(self, request: Any) -> Any:
         library = library_of(request)
-        if self._passthrough(library, request):
+        if self._user.is_passthrough(*library.host_port(request)):
             return self._outer_for("handle_request", request)(request)
         with self._reporting():
             request.read()
-            data, plan = self._plan(library, request)
-            if plan.exchange is not None:
-                return self._replay(library, plan.exchange, request)
-            send = self._outer_for("handle_request", request)
-            recorder = self._session.recorder(data)
-            try:
-                response = send(request)
-            except Exception as exc:
-                fault = self._fault(library, data, exc)
-                if fault is not None:
-                    self._session.commit(plan, fault)
-                raise
-            teed = self._answered(library, recorder, plan, response, request, response.close)
-            if teed is not None:
-                return teed
-            try:
-                for raw in response.stream:
-                    recorder.feed(raw)
-                exchange = recorder.finish()
-            finally:
-                response.close()
-            self._session.commit(plan, exchange)
-            return self._replay(library, exchange, request)
+            steps = self._exchange_steps(library, request, lambda response: response.close)
+            chunks: dict[int, Iterator[bytes]] = {}
+            result: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    step = steps.throw(error) if error is not None else steps.send(result)
+                except StopIteration as done:
+                    return done.value
+                result, error = None, None
+                try:
+                    if isinstance(step, _Send):
+                        result = self._outer_for("handle_request", request)(step.request)
+                    elif isinstance(step, _Read):
+                        reader = chunks.setdefault(id(step.response), iter(step.response.stream))
+                        result = next(reader, None)
+                    elif isinstance(step, _Close):
+                        step.response.close()
+                    else:
+                        self._user.commit(step.plan, step.exchange)
+                except BaseException as exc:
+                    error = exc
 
-    def close(self) -> None:
-        """Close `outer` and, in mode "all", move the re-recorded cassette into place."""
+    def close(self, *, failed: bool = False) -> None:
+        """Close `outer` and leave the cassette's session (see the class docstring)."""
         if self._closed:
             return
         self._closed = True
         try:
-            self._session.close()
+            self._user.close(failed=failed)
         finally:
             if self._outer is not None and hasattr(self._outer, "close"):
                 self._outer.close()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        self.close(failed=exc_type is not None)
 
     # --- async -----------------------------------------------------------------------------
 
@@ -272,46 +334,53 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: Any) -> Any:
         library = library_of(request)
-        if self._passthrough(library, request):
+        if self._user.is_passthrough(*library.host_port(request)):
             return await self._outer_for("handle_async_request", request)(request)
         with self._reporting():
             await request.aread()
-            data, plan = self._plan(library, request)
-            if plan.exchange is not None:
-                return self._replay(library, plan.exchange, request)
-            send = self._outer_for("handle_async_request", request)
-            recorder = self._session.recorder(data)
-            try:
-                response = await send(request)
-            except Exception as exc:
-                fault = self._fault(library, data, exc)
-                if fault is not None:
-                    await anyio.to_thread.run_sync(self._session.commit, plan, fault)
-                raise
-            teed = self._answered(library, recorder, plan, response, request, response.aclose)
-            if teed is not None:
-                return teed
-            chunks = response.stream.__aiter__()
-            try:
-                async for raw in chunks:
-                    recorder.feed(raw)
-                exchange = recorder.finish()
-            finally:
-                # Close the stream's generator now, not at garbage collection, when recording
-                # stopped early (an over-size body): async generators must be closed explicitly.
-                if hasattr(chunks, "aclose"):
-                    await chunks.aclose()
-                await response.aclose()
-            await anyio.to_thread.run_sync(self._session.commit, plan, exchange)
-            return self._replay(library, exchange, request)
+            steps = self._exchange_steps(library, request, lambda response: response.aclose)
+            chunks: dict[int, Any] = {}
+            result: Any = None
+            error: BaseException | None = None
+            while True:
+                try:
+                    step = steps.throw(error) if error is not None else steps.send(result)
+                except StopIteration as done:
+                    return done.value
+                result, error = None, None
+                try:
+                    if isinstance(step, _Send):
+                        result = await self._outer_for("handle_async_request", request)(
+                            step.request
+                        )
+                    elif isinstance(step, _Read):
+                        reader = chunks.setdefault(
+                            id(step.response), step.response.stream.__aiter__()
+                        )
+                        try:
+                            result = await reader.__anext__()
+                        except StopAsyncIteration:
+                            result = None
+                    elif isinstance(step, _Close):
+                        # Close the stream's generator now, not at garbage collection, when
+                        # recording stopped early (an over-size body): async generators must
+                        # be closed explicitly.
+                        reader = chunks.pop(id(step.response), None)
+                        if hasattr(reader, "aclose"):
+                            await reader.aclose()
+                        await step.response.aclose()
+                    else:
+                        await anyio.to_thread.run_sync(self._user.commit, step.plan, step.exchange)
+                except BaseException as exc:
+                    error = exc
 
-    async def aclose(self) -> None:
-        """Close `outer` and, in mode "all", move the re-recorded cassette into place."""
+    async def aclose(self, *, failed: bool = False) -> None:
+        """Close `outer` and leave the cassette's session (see the class docstring)."""
         if self._closed:
             return
         self._closed = True
         try:
-            await anyio.to_thread.run_sync(self._session.close)
+            await anyio.to_thread.run_sync(lambda: self._user.close(failed=failed))
         finally:
             outer = self._outer
             if outer is not None:
@@ -319,3 +388,11 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                     await outer.aclose()
                 elif hasattr(outer, "close"):
                     outer.close()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self.aclose(failed=exc_type is not None)

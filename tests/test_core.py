@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sakura_http import ConfigurationError, RecordingForbidden, RecordMode
-from sakura_http._core import ACTIONS, Action, Lookup, decide, resolve_mode
+from sakura_http._core import ACTIONS, REFUSALS, Action, Lookup, Refusal, decide, resolve_mode
 
 EXPECTED = {
     ("none", "HIT"): "replay",
@@ -25,7 +25,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize(("mode", "lookup"), list(EXPECTED))
 def test_every_cell(mode: str, lookup: str) -> None:
-    assert decide(RecordMode(mode), Lookup[lookup]).value == EXPECTED[mode, lookup]
+    assert decide(RecordMode(mode), Lookup[lookup]).action.value == EXPECTED[mode, lookup]
 
 
 def test_the_table_is_complete() -> None:
@@ -33,8 +33,38 @@ def test_the_table_is_complete() -> None:
 
 
 def test_allow_repeats_false_turns_repeat_into_miss() -> None:
-    assert decide(RecordMode.NONE, Lookup.EXHAUSTED, allow_repeats=False) is Action.MISS
-    assert decide(RecordMode.NEW_EPISODES, Lookup.EXHAUSTED, allow_repeats=False) is Action.RECORD
+    missed = decide(RecordMode.NONE, Lookup.EXHAUSTED, allow_repeats=False)
+    assert missed.action is Action.MISS
+    assert "allow_repeats=False" in missed.reason
+    recorded = decide(RecordMode.NEW_EPISODES, Lookup.EXHAUSTED, allow_repeats=False)
+    assert recorded.action is Action.RECORD
+
+
+REFUSED = {"yes": "record", "no outer": "refuse", "host": "refuse"}
+_REFUSAL_NAMES = {"yes": Refusal.NONE, "no outer": Refusal.NO_OUTER, "host": Refusal.HOST}
+
+
+@pytest.mark.parametrize("mode", list(RecordMode))
+@pytest.mark.parametrize("lookup", list(Lookup))
+@pytest.mark.parametrize("refusal", list(Refusal))
+def test_refusal_applies_only_where_the_table_records(
+    mode: RecordMode, lookup: Lookup, refusal: Refusal
+) -> None:
+    decision = decide(mode, lookup, refusal=refusal)
+    plain = ACTIONS[mode, lookup]
+    if plain is Action.RECORD:
+        assert decision.action is REFUSALS[refusal]
+        if refusal is not Refusal.NONE:
+            assert refusal.value in decision.reason
+    else:
+        assert decision.action is plain  # replaying or missing never needs the network
+
+
+def test_docs_show_the_same_refusal_table() -> None:
+    text = (Path(__file__).parent.parent / "docs" / "matching.md").read_text()
+    rows = dict(re.findall(r"^\| may record: (.+?) +\| (\w+) +\|$", text, re.M))
+    documented = {_REFUSAL_NAMES[name]: action for name, action in rows.items()}
+    assert documented == {refusal: REFUSALS[refusal].value for refusal in Refusal}
 
 
 def test_docs_show_the_same_table() -> None:

@@ -22,5 +22,5 @@ def test_demo_records_then_replays_offline() -> None:
     assert "live response: 200 {'city': 'Kyoto', 'forecast': 'sakura showers'}" in out
     assert '{"schema_version":"1.0","kind":"cassette"}' in out
     assert "replayed response: 200 {'city': 'Kyoto', 'forecast': 'sakura showers'}" in out
-    assert "to record it, run `pytest --record`" in out
+    assert 'to record it, pass mode="new_episodes" to RecordingTransport' in out
     assert out.rstrip().endswith("done: recorded once, replayed offline.")

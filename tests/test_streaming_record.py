@@ -286,7 +286,8 @@ def test_record_timings_keeps_chunk_arrival_offsets(
 # --- body limit --------------------------------------------------------------------------------
 
 LIMIT_MESSAGE = (
-    "response body over 16 MiB: pytest --record stores at most 16,777,216 bytes of a response body"
+    "response body over 16 MiB: sakura-http stores at most 16,777,216 bytes of a response body; "
+    "raise the limit with RecordingTransport(..., max_body_bytes=33554432)"
 )
 
 

@@ -24,6 +24,7 @@ from sakura_http import (
     RecordingTransport,
     RecordMode,
 )
+from sakura_http._cassette import AtomicRecording
 from sakura_http._format import Exchange, encode_exchange, encode_header
 from tests.drive import Driver
 from tests.servers import start_echo_server
@@ -260,12 +261,11 @@ def test_new_episodes_records_a_polling_sequence_and_replays_it(
             seen.append(drive.send(transport, "GET", URL).text)
         return seen
 
-    assert poll(drive.transport(path, outer=script.outer, mode="new_episodes")) == [
-        "pending",
-        "pending",
-        "done",
-    ]
+    recording = drive.transport(path, outer=script.outer, mode="new_episodes")
+    assert poll(recording) == ["pending", "pending", "done"]
     assert len(lines(path)) == 3
+    # Closing the last transport ends the cassette's session: a new one plays from the start.
+    drive.close(recording)
     rerun = drive.transport(path, outer=script.outer, mode="new_episodes")
     assert poll(rerun) == ["pending", "pending", "done"]
     assert len(lines(path)) == 3  # replayed, not grown
@@ -352,13 +352,16 @@ def test_mode_all_replaces_the_cassette_only_on_close(drive: Driver, tmp_path: P
 def test_mode_all_refuses_a_second_concurrent_rerecording(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     outer = httpx.MockTransport(lambda request: httpx.Response(200))
-    first = RecordingTransport(path, outer=outer, mode="all")
+    # Another process re-recording the cassette holds the lock on its sibling file (flock
+    # locks conflict between separate opens, in one process as across processes).
+    other = AtomicRecording(path, {})
     second = RecordingTransport(path, outer=outer, mode="all")
-    httpx.Client(transport=first).get(URL)
     with pytest.raises(RecordingForbidden, match="another process is re-recording"):
         httpx.Client(transport=second).get(URL)
-    first.close()
-    assert len(lines(path)) == 1
+    second.close()
+    other.append(b'{"not": "read"}\n')
+    other.discard()
+    assert not path.exists()
 
 
 def test_mode_all_with_nothing_recorded_keeps_the_old_cassette(tmp_path: Path) -> None:
@@ -445,6 +448,7 @@ def test_undeclared_credential_headers_are_refused_before_sending(
         assert f'RecordingTransport(..., secret_headers=["{header.lower()}"])' in str(caught.value)
         assert caught.value.header == header.lower()
         assert transport.raised == [caught.value]
+        drive.close(transport)
     assert script.requests == []
 
 
@@ -465,8 +469,9 @@ def test_declared_secrets_never_reach_the_file(drive: Driver, tmp_path: Path) ->
             headers={"authorization": f"Bearer {token}", "x-api-key": "key-SAKURA-987654"},
         )
         drive.close(transport)
-    # The server echoed both secrets back in a header and in the body.
-    assert live.headers["x-echo-auth"] == "<redacted>"
+    # The server echoed both secrets back in a header and in the body: the caller gets the live
+    # response, the file the redacted one.
+    assert live.headers["x-echo-auth"] == f"Bearer {token}"
     data = path.read_bytes()
     assert token.encode() not in data
     assert b"key-SAKURA-987654" not in data
@@ -488,17 +493,30 @@ def test_set_cookie_is_stored_and_replayed_redacted(drive: Driver, tmp_path: Pat
     script = Script(
         drive, (200, {"headers": [("set-cookie", "session=abc123"), ("x-ok", "1")], "text": "."})
     )
-    live = drive.send(drive.transport(path, outer=script.outer, mode="new_episodes"), "GET", URL)
-    assert live.headers.get_list("set-cookie") == ["<redacted>"]
+    recording = drive.transport(path, outer=script.outer, mode="new_episodes")
+    live = drive.send(recording, "GET", URL)
+    # The live caller's cookie jar gets the real session (a login flow works while recording).
+    assert live.headers.get_list("set-cookie") == ["session=abc123"]
+    drive.close(recording)
     assert lines(path)[0]["response_headers"][:2] == [["set-cookie", "<redacted>"], ["x-ok", "1"]]
     assert b"abc123" not in path.read_bytes()
+    replayed = drive.send(drive.transport(path), "GET", URL)
+    assert replayed.headers.get_list("set-cookie") == ["<redacted>"]
 
 
 def test_a_cookie_jar_echoing_a_redacted_cookie_is_explained(lib: Any, tmp_path: Path) -> None:
     # The client's cookie jar (sync and async alike) sends the replayed `<redacted>` back.
     path = tmp_path / "c.jsonl"
     outer = lib.MockTransport(lambda r: lib.Response(200, headers={"set-cookie": "session=abc1"}))
-    client = lib.Client(transport=RecordingTransport(path, outer=outer, mode="new_episodes"))
+    with RecordingTransport(path, outer=outer, mode="new_episodes") as recording:
+        client = lib.Client(transport=recording)
+        client.get(URL)
+        # While recording the jar holds the live cookie: refused, never explained as an echo.
+        with pytest.raises(CredentialHeaderError) as live:
+            client.get(URL + "/next")
+        assert "cookie jar sent back" not in str(live.value)
+        assert "abc1" not in str(live.value)
+    client = lib.Client(transport=RecordingTransport(path))
     client.get(URL)
     with pytest.raises(CredentialHeaderError, match="cookie jar sent back"):
         client.get(URL + "/next")
@@ -515,8 +533,9 @@ def test_response_body_over_the_limit_is_refused(drive: Driver, tmp_path: Path) 
     with pytest.raises(BodyTooLargeError) as caught:
         drive.send(transport, "GET", URL)
     assert str(caught.value) == (
-        "response body over 16 MiB: pytest --record stores at most 16,777,216 bytes "
-        "of a response body"
+        "response body over 16 MiB: sakura-http stores at most 16,777,216 bytes "
+        "of a response body; raise the limit with RecordingTransport(..., "
+        "max_body_bytes=33554432)"
     )
     assert not path.exists()
 

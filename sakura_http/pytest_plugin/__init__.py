@@ -5,10 +5,13 @@ Tests run offline against committed cassettes; ``pytest --record`` records what 
 ``SAKURA_HTTP_RECORD`` overrides both, as it does for every `RecordingTransport`.
 
 * ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
-  ``sakura_secret_headers``.
+  ``sakura_secret_headers``, ``sakura_allow_headers``.
 * fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
-  `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker).
-* marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, **transport_options)``.
+  `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker),
+  ``sakura_rules`` (the project's `Rules`, for a conftest.py to override).
+* marker: ``@pytest.mark.cassette(name=None, *, assert_all_played=False, expect_errors=False,
+  **transport_options)``.
+* error messages name the plugin's fixes (`PytestAdvice`): ``pytest --record``, the ini options.
 * the network guard (`sakura_http._guard`) in every test that uses sakura-http.
 
 `docs/pytest.md` documents all of it.  The option is ``--record``, never ``--record-mode``:
@@ -27,27 +30,74 @@ from typing import Any
 
 import pytest
 
+from .._advice import Advice
+from .._config import CassetteConfig
 from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
 from .._libraries import library_of
+from .._rules import Rules
+from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
 
-__all__ = ["CassetteFactory", "DefaultOuter", "NetworkBlocked", "resolve_cassette_path"]
+__all__ = [
+    "CassetteFactory",
+    "DefaultOuter",
+    "NetworkBlocked",
+    "PytestAdvice",
+    "resolve_cassette_path",
+]
 
 #: Exit status of ``pytest --record`` when no host may be recorded from (EX_TEMPFAIL).
 EXIT_NO_RECORD_HOSTS = 75
 
-_SAKURA_FIXTURES = frozenset({"sakura_fixtures", "sakura_recording", "sakura_transport"})
+_SAKURA_FIXTURES = frozenset(
+    {"sakura_fixtures", "sakura_recording", "sakura_transport", "sakura_rules"}
+)
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _MARKER = (
-    "cassette(name=None, *, assert_all_played=False, **transport_options): the sakura-http "
-    "cassette of the sakura_transport fixture. name is resolved inside the fixtures folder "
-    "(default: <test module stem>/<test name>.jsonl); transport_options are passed to "
-    "RecordingTransport; assert_all_played=True fails the test if a recorded exchange was "
-    "not played."
+    "cassette(name=None, *, assert_all_played=False, expect_errors=False, "
+    "**transport_options): the sakura-http cassette of the sakura_transport fixture. name is "
+    "resolved inside the fixtures folder (default: <test module stem>/<test name>.jsonl); "
+    "transport_options are passed to RecordingTransport; assert_all_played=True fails the test "
+    "if a recorded exchange was not played; expect_errors=True lets the test provoke and catch "
+    "sakura-http errors and network refusals on purpose."
 )
+
+
+class PytestAdvice(Advice):
+    """Error messages under pytest name the plugin's command-line flags and ini options."""
+
+    front_end = "the sakura-http pytest plugin"
+
+    def record_missing(self) -> str:
+        return (
+            "to record it, run `pytest --record` (mode new_episodes); if the request changed "
+            "on purpose, re-record with `pytest --record-all`"
+        )
+
+    def declare_secret(self, header: str) -> str:
+        return (
+            f"add {header} to the ini option sakura_secret_headers (for every cassette), or pass "
+            f'sakura_recording(..., secret_headers=["{header}"]) for one cassette; if it is not '
+            "a credential, add it to sakura_allow_headers"
+        )
+
+    def raise_body_limit(self, side: str, limit: int) -> str:
+        return (
+            f"raise the limit for this cassette with @pytest.mark.cassette(max_body_bytes="
+            f"{limit * 2}) or sakura_recording(..., max_body_bytes={limit * 2})"
+        )
+
+    def add_record_host(self, host: str) -> str:
+        return f'add "{host}" to sakura_record_hosts in the pytest ini options'
+
+    def give_outer(self) -> str:
+        return (
+            "leave outer= unset to let the plugin forward to the network, or pass the real "
+            "transport as outer="
+        )
 
 
 # --- configuration -------------------------------------------------------------------------
@@ -60,6 +110,8 @@ class _Written:
     folder: str
     appended: int = 0
     rerecorded: bool = False
+    #: A re-recording was dropped because its test failed (the old file was kept).
+    discarded: bool = False
 
 
 @dataclass
@@ -70,26 +122,32 @@ class _State:
     effective: RecordMode  # after SAKURA_HTTP_RECORD
     record_hosts: tuple[str, ...]
     secret_headers: tuple[str, ...]
+    allow_headers: tuple[str, ...]
     block_network: bool
     fixtures_option: Path | None
     rootpath: Path
     written: dict[str, _Written] = field(default_factory=dict)
-    #: Cassettes already re-recorded in this process: later transports append to them.
+    #: Cassettes re-recorded by an earlier test of this process: later tests append to them.
     rerecorded_paths: set[str] = field(default_factory=set)
+    advice: PytestAdvice = field(default_factory=PytestAdvice)
 
     @property
     def recording(self) -> bool:
         return self.effective is not RecordMode.NONE
 
-    def note(self, path: str, folder: str, appended: int, rerecorded: bool) -> None:
+    def note(
+        self, path: str, folder: str, appended: int, rerecorded: bool, discarded: bool = False
+    ) -> None:
         entry = self.written.setdefault(path, _Written(folder))
         entry.appended += appended
         entry.rerecorded = entry.rerecorded or rerecorded
+        entry.discarded = entry.discarded or discarded
 
 
 _STATE = pytest.StashKey[_State]()
 _CALL_EXCINFO = pytest.StashKey["pytest.ExceptionInfo[BaseException] | None"]()
 _GUARD = pytest.StashKey[NetworkGuard]()
+_EXPECT_ERRORS = pytest.StashKey[bool]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -132,6 +190,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    parser.addini(
+        "sakura_allow_headers",
+        "sakura-http: header names that look like credentials but are not (recorded and "
+        "matched as usual).",
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -165,6 +230,7 @@ def pytest_configure(config: pytest.Config) -> None:
         effective=effective,
         record_hosts=hosts,
         secret_headers=tuple(h.strip() for h in config.getini("sakura_secret_headers")),
+        allow_headers=tuple(h.strip() for h in config.getini("sakura_allow_headers")),
         block_network=bool(config.getini("sakura_block_network")),
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
@@ -322,29 +388,48 @@ class CassetteFactory:
     resolves the name inside the fixtures folder (a name escaping it raises
     `ConfigurationError`), sets the mode from ``--record`` / ``--record-all`` (and
     ``SAKURA_HTTP_RECORD``), ``record_hosts`` from ``sakura_record_hosts`` and merges
-    ``secret_headers`` with ``sakura_secret_headers``.  ``outer`` defaults to a `DefaultOuter`.
+    ``secret_headers`` with ``sakura_secret_headers`` (``allow_headers`` with
+    ``sakura_allow_headers``).  ``outer`` defaults to a `DefaultOuter`.
     ``assert_all_played=True`` fails the test at teardown if a recorded exchange was not
-    played.  At teardown every transport is closed, and the test fails if a transport raised a
-    sakura-http error the code under test caught.
+    played.  Every transport of one cassette in a test shares one session (one play order, one
+    re-recording).  At teardown every transport is closed (a re-recording of a failed test is
+    dropped, keeping the old file), and the test fails if a transport raised a sakura-http
+    error the code under test caught, unless `expect_errors()` was called (or the marker says
+    ``expect_errors=True``).
     """
 
-    def __init__(self, request: pytest.FixtureRequest, folder: Path) -> None:
+    def __init__(
+        self, request: pytest.FixtureRequest, folder: Path, rules: Rules | None = None
+    ) -> None:
         self._request = request
         self._state = _state(request.config)
         self.folder = folder
+        #: The project's rules (the ``sakura_rules`` fixture), combined with each cassette's.
+        self.rules = Rules() if rules is None else rules
         self._opened: list[_Opened] = []
+        # One hold on each cassette's session until teardown: the test's transports share it
+        # even when the code under test closes one (a `with httpx.Client(...)` block) before
+        # opening the next, and a failed test can still drop its re-recording.
+        self._holds: dict[str, CassetteUser] = {}
 
-    def __call__(
+    def expect_errors(self) -> None:
+        """The test provokes sakura-http errors or network refusals on purpose and checks
+        them itself: do not fail it because the code under test caught them."""
+        self._request.node.stash[_EXPECT_ERRORS] = True
+
+    def config(
         self,
         name: str | os.PathLike[str],
         *,
-        outer: Any = None,
         secret_headers: Iterable[str] = (),
-        assert_all_played: bool = False,
-        **transport_options: Any,
-    ) -> RecordingTransport:
+        allow_headers: Iterable[str] = (),
+        **options: Any,
+    ) -> tuple[Path, CassetteConfig]:
+        """The cassette path and configuration `__call__` would use, for front ends built on
+        the plugin (the proxy and SDK fixtures): the mode resolved for this run, the ini
+        options merged in, error messages worded for pytest."""
         for forbidden in ("mode", "path"):
-            if forbidden in transport_options:
+            if forbidden in options:
                 raise TypeError(
                     f"sakura_recording() takes no {forbidden}=: the cassette is the name inside "
                     f"{self.folder}, and the mode comes from pytest --record / --record-all "
@@ -352,60 +437,91 @@ class CassetteFactory:
                 )
         state = self._state
         path = resolve_cassette_path(self.folder, name)
-        key = os.path.realpath(path)
         # The session resolved SAKURA_HTTP_RECORD (and SAKURA_HTTP_STRICT) once; the transport
         # gets that mode and an empty environment, so a cassette shared by several tests is
         # re-recorded once per run under SAKURA_HTTP_RECORD=all too, not once per test.
         mode = state.effective
-        if mode is RecordMode.ALL and key in state.rerecorded_paths:
+        if mode is RecordMode.ALL and os.path.realpath(path) in state.rerecorded_paths:
             mode = RecordMode.NEW_EPISODES  # an earlier test re-recorded it in this run: add
         hosts = list(state.record_hosts)
-        extra_hosts = transport_options.pop("record_hosts", None)
+        extra_hosts = options.pop("record_hosts", None)
         if extra_hosts is not None:
             hosts.extend(extra_hosts)
-        secrets = dict.fromkeys(h.lower() for h in (*state.secret_headers, *secret_headers))
+            guard = self._request.node.stash.get(_GUARD, None)
+            if guard is not None and mode is not RecordMode.NONE:
+                guard.allow(extra_hosts)
+        rules = options.pop("rules", None)
+        if rules is not None and not isinstance(rules, Rules):
+            raise ConfigurationError(f"rules must be a sakura_http.Rules, not {rules!r}")
+        config = CassetteConfig(
+            rules=self.rules if rules is None else self.rules | rules,
+            mode=mode,
+            secret_headers=frozenset([*state.secret_headers, *secret_headers]),
+            allow_headers=frozenset([*state.allow_headers, *allow_headers]),
+            record_hosts=tuple(hosts),
+            advice=state.advice,
+            **options,
+        )
+        return path, config
+
+    def __call__(
+        self,
+        name: str | os.PathLike[str],
+        *,
+        outer: Any = None,
+        assert_all_played: bool = False,
+        **transport_options: Any,
+    ) -> RecordingTransport:
+        path, config = self.config(name, **transport_options)
+        key = os.path.realpath(path)
+        if key not in self._holds:
+            self._holds[key] = CassetteSession.open(path, config, can_record=False)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
-            mode=mode,
-            secret_headers=secrets,
-            record_hosts=hosts,
+            config=config,
             environ={},
-            **transport_options,
         )
-        if transport.mode is RecordMode.ALL:
-            state.rerecorded_paths.add(key)
-        guard = self._request.node.stash.get(_GUARD, None)
-        if guard is not None and transport.mode is not RecordMode.NONE and extra_hosts:
-            guard.allow(extra_hosts)
         self._opened.append(_Opened(transport, assert_all_played))
         return transport
 
     def _finish(self) -> None:
         """Close every transport, note what was written, fail on what went wrong."""
         problems: list[str] = []
+        node = self._request.node
+        excinfo = node.stash.get(_CALL_EXCINFO, None)
+        call_passed = node.stash.get(_CALL_EXCINFO, "unset") is None
         for opened in self._opened:
             transport = opened.transport
             try:
-                transport.close()
+                transport.close(failed=not call_passed)
             except Exception as exc:
                 problems.append(f"closing {transport.path} failed: {type(exc).__name__}: {exc}")
+            rerecorded = transport.mode is RecordMode.ALL
+            if rerecorded and call_passed:
+                self._state.rerecorded_paths.add(os.path.realpath(transport.path))
+        for hold in self._holds.values():
+            try:
+                hold.close(failed=not call_passed)
+            except Exception as exc:
+                problems.append(f"closing {hold.path} failed: {type(exc).__name__}: {exc}")
+        for opened in self._opened:
+            transport = opened.transport
+            rerecorded = transport.mode is RecordMode.ALL
             if transport.appended:
                 self._state.note(
                     _display(transport.path, self._state.rootpath),
                     _display(self.folder, self._state.rootpath),
                     transport.appended,
-                    transport.mode is RecordMode.ALL,
+                    rerecorded and call_passed,
+                    discarded=rerecorded and not call_passed,
                 )
-        node = self._request.node
-        excinfo = node.stash.get(_CALL_EXCINFO, None)
         seen = _exception_chain(excinfo.value) if excinfo is not None else set()
         caught = [
             exc for opened in self._opened for exc in opened.transport.raised if id(exc) not in seen
         ]
-        if caught:
+        if caught and not _expects_errors(node):
             problems.append(_caught_message(caught, "sakura-http error"))
-        call_passed = node.stash.get(_CALL_EXCINFO, "unset") is None
         for opened in self._opened:
             if not (opened.assert_all_played and call_passed):
                 continue
@@ -423,6 +539,13 @@ class CassetteFactory:
                 problems.append("\n".join(lines))
         if problems:
             pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+def _expects_errors(node: pytest.Item) -> bool:
+    if node.stash.get(_EXPECT_ERRORS, False):
+        return True
+    marker = node.get_closest_marker("cassette")
+    return bool(marker is not None and marker.kwargs.get("expect_errors", False))
 
 
 def _outcome(exchange: Exchange) -> str:
@@ -469,11 +592,21 @@ def sakura_fixtures(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
+def sakura_rules() -> Rules:
+    """The matching and scrubbing rules of every cassette (none by default).
+
+    Override it in a ``conftest.py`` to set them for a whole project or folder; a test's own
+    ``@pytest.mark.cassette(rules=...)`` (or ``sakura_recording(..., rules=...)``) adds to them.
+    """
+    return Rules()
+
+
+@pytest.fixture
 def sakura_recording(
-    request: pytest.FixtureRequest, sakura_fixtures: Path
+    request: pytest.FixtureRequest, sakura_fixtures: Path, sakura_rules: Rules
 ) -> Iterator[CassetteFactory]:
     """A `CassetteFactory`: ``sakura_recording("billing.jsonl", ...) -> RecordingTransport``."""
-    factory = CassetteFactory(request, sakura_fixtures)
+    factory = CassetteFactory(request, sakura_fixtures, sakura_rules)
     yield factory
     factory._finish()
 
@@ -492,6 +625,7 @@ def sakura_transport(
             "use sakura_recording() for more cassettes in one test"
         )
     name = args[0] if args else options.pop("name", None)
+    options.pop("expect_errors", None)  # read at teardown by _expects_errors
     item = request.node
     assert isinstance(item, pytest.Item)
     return sakura_recording(name if name is not None else default_cassette_name(item), **options)
@@ -517,7 +651,7 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     excinfo = item.stash.get(_CALL_EXCINFO, None)
     seen = _exception_chain(excinfo.value) if excinfo is not None else set()
     caught = [error for error in guard.blocked if id(error) not in seen]
-    if caught:
+    if caught and not _expects_errors(item):
         pytest.fail(_caught_message(caught, "network refusal"), pytrace=False)
 
 
@@ -550,7 +684,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workeroutput") and _STATE in config.stash:
         written = _state(config).written
         config.workeroutput[_WORKER_OUTPUT_KEY] = [
-            [path, entry.folder, entry.appended, entry.rerecorded]
+            [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded]
             for path, entry in written.items()
         ]
 
@@ -562,8 +696,10 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
     config = node.config
     if _STATE not in config.stash:
         return
-    for path, folder, appended, rerecorded in output.get(_WORKER_OUTPUT_KEY, ()):
-        _state(config).note(str(path), str(folder), int(appended), bool(rerecorded))
+    for path, folder, appended, rerecorded, discarded in output.get(_WORKER_OUTPUT_KEY, ()):
+        _state(config).note(
+            str(path), str(folder), int(appended), bool(rerecorded), bool(discarded)
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -575,7 +711,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", "sakura-http: cassettes recorded")
     for path, entry in sorted(state.written.items()):
         count = f"{entry.appended} exchange{'s' if entry.appended != 1 else ''}"
-        if entry.rerecorded:
+        if entry.discarded and not entry.rerecorded:
+            terminalreporter.write_line(
+                f"{path}: re-recording of {count} dropped because its test failed (the old "
+                "file was kept)"
+            )
+        elif entry.rerecorded:
             terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
         else:
             terminalreporter.write_line(f"{path}: {count} appended")

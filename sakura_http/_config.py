@@ -1,0 +1,178 @@
+"""`CassetteConfig`: every option of a cassette, spelled out once and validated once.
+
+`RecordingTransport(**options)` builds one from its keyword arguments; the pytest plugin, the
+proxy and the LLM helpers build one too and hand it down, so an option is defined, defaulted
+and checked in this module alone.  An invalid value raises `ConfigurationError` (also a
+`ValueError`) naming the option.
+
+Every user of one cassette in one process (transports, fixtures, proxy handlers) shares one
+session: one list of exchanges and one record of what was played.  Each brings its own
+configuration; the one thing they must agree on is whether the cassette is being re-recorded
+(mode "all" or not).  Users matching with different rules get their own index over the same
+exchanges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._advice import Advice
+from ._core import RecordMode, parse_mode
+from ._exceptions import ConfigurationError
+from ._hosts import HostList, split_host_entry
+from ._matching import DEFAULT_IGNORE_HEADERS
+from ._policy import DEFAULT_MAX_BODY_BYTES
+from ._rules import Rules
+
+__all__ = [
+    "DEFAULT_CHUNK_SIZE",
+    "DEFAULT_SECRET_QUERY_PARAMS",
+    "CassetteConfig",
+]
+
+#: Query parameters that carry credentials: written as ``<redacted>``, left out of matching.
+DEFAULT_SECRET_QUERY_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "apikey",
+        "access_token",
+        "token",
+        "client_secret",
+        "sig",
+        "signature",
+    }
+)
+
+#: Chunk size for replaying an exchange recorded without chunk boundaries (httpcore reads 64 KiB).
+DEFAULT_CHUNK_SIZE = 65_536
+
+
+def _names(option: str, value: Any) -> frozenset[str]:
+    """A set of lower-case names (header or query parameter names) from `value`."""
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(
+            f"{option} takes a list of names, not the single string {value!r}: "
+            f"write {option}=[{value!r}]"
+        )
+    try:
+        items = list(value)
+    except TypeError:
+        raise ConfigurationError(
+            f"{option} takes a list of names, not {type(value).__name__}"
+        ) from None
+    names = set()
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ConfigurationError(f"{option} holds {item!r}, which is not a name")
+        names.add(item.strip().lower())
+    return frozenset(names)
+
+
+def _hosts(option: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes)):
+        raise ConfigurationError(
+            f'{option} takes a list of "host" or "host:port" entries, not the single string '
+            f"{value!r}: write {option}=[{value!r}]"
+        )
+    entries = []
+    for entry in value:
+        if not isinstance(entry, str) or not entry.strip():
+            raise ConfigurationError(f'{option} holds {entry!r}, which is not "host[:port]"')
+        host, _port = split_host_entry(entry)
+        if not host or any(c.isspace() or c in "/?#@" for c in host):
+            raise ConfigurationError(f'{option} holds {entry!r}, which is not "host[:port]"')
+        entries.append(entry.strip())
+    return tuple(entries)
+
+
+def _flag(option: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{option} must be True or False, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class CassetteConfig:
+    """Every option of a cassette, validated once; see `RecordingTransport` for each one.
+
+    Build it with keyword arguments (collections may be any iterable; names are lower-cased)
+    and derive variants with `replace()`.  Equal configurations compare equal.
+    """
+
+    mode: RecordMode = RecordMode.NONE
+    secret_headers: frozenset[str] = frozenset()
+    allow_headers: frozenset[str] = frozenset()
+    secret_query_params: frozenset[str] = DEFAULT_SECRET_QUERY_PARAMS
+    ignore_headers: frozenset[str] = DEFAULT_IGNORE_HEADERS
+    record_hosts: tuple[str, ...] | None = None
+    passthrough_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    allow_repeats: bool = True
+    record_errors: bool = False
+    stream_through: bool = False
+    record_timings: bool = False
+    replay_latency: float = 0.0
+    replay_chunk_size: int = DEFAULT_CHUNK_SIZE
+    rules: Rules = field(default_factory=Rules)
+    advice: Advice = field(default_factory=Advice, compare=False)
+
+    def __post_init__(self) -> None:
+        def put(name: str, value: Any) -> None:
+            object.__setattr__(self, name, value)
+
+        put("mode", parse_mode(self.mode, "mode"))
+        for name in ("secret_headers", "allow_headers", "secret_query_params", "ignore_headers"):
+            put(name, _names(name, getattr(self, name)))
+        if self.record_hosts is not None:
+            put("record_hosts", _hosts("record_hosts", self.record_hosts))
+        put("passthrough_hosts", _hosts("passthrough_hosts", self.passthrough_hosts))
+        for name in ("allow_repeats", "record_errors", "stream_through", "record_timings"):
+            _flag(name, getattr(self, name))
+        limit = self.max_body_bytes
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ConfigurationError(
+                f"max_body_bytes must be a whole number of bytes, 0 or more, not {limit!r}"
+            )
+        size = self.replay_chunk_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigurationError(f"replay_chunk_size must be at least 1, not {size!r}")
+        latency = self.replay_latency
+        if (
+            isinstance(latency, bool)
+            or not isinstance(latency, (int, float))
+            or not math.isfinite(latency)
+            or latency < 0
+        ):
+            raise ConfigurationError(f"replay_latency must be 0 or more, not {latency!r}")
+        put("replay_latency", float(latency))
+        if self.rules is None:
+            put("rules", Rules())
+        elif not isinstance(self.rules, Rules):
+            raise ConfigurationError(f"rules must be a sakura_http.Rules, not {self.rules!r}")
+        if not isinstance(self.advice, Advice):
+            raise ConfigurationError(f"advice must be a sakura_http.Advice, not {self.advice!r}")
+        both = self.secret_headers & self.allow_headers
+        if both:
+            name = sorted(both)[0]
+            raise ConfigurationError(
+                f"header {name} is in both secret_headers and allow_headers: a header is either "
+                "a secret (never written) or allowed (written as it is); keep it in one"
+            )
+
+    def replace(self, **changes: Any) -> CassetteConfig:
+        """A copy with `changes` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def record_host_list(self) -> HostList | None:
+        """`record_hosts` parsed, or None when every host may be recorded from."""
+        return None if self.record_hosts is None else HostList(self.record_hosts)
+
+    @property
+    def passthrough_host_list(self) -> HostList:
+        return HostList(self.passthrough_hosts)

@@ -1,0 +1,84 @@
+"""`CassetteConfig`: every option validated once, naming the option."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from sakura_http import (
+    DEFAULT_SECRET_QUERY_PARAMS,
+    Advice,
+    CassetteConfig,
+    ConfigurationError,
+    RecordingTransport,
+    RecordMode,
+)
+
+
+def test_defaults() -> None:
+    config = CassetteConfig()
+    assert config.mode is RecordMode.NONE
+    assert config.secret_query_params == DEFAULT_SECRET_QUERY_PARAMS
+    assert config.max_body_bytes == 16 * 1024 * 1024
+    assert config == CassetteConfig()
+    assert isinstance(config.advice, Advice)
+
+
+def test_collections_are_normalized() -> None:
+    config = CassetteConfig(mode="new_episodes", secret_headers=["Authorization", "X-Key"])
+    assert config.mode is RecordMode.NEW_EPISODES
+    assert config.secret_headers == frozenset({"authorization", "x-key"})
+    assert config.replace(record_hosts=["api.example.test:443"]).record_hosts == (
+        "api.example.test:443",
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"mode": "sometimes"}, "mode"),
+        ({"secret_headers": "authorization"}, "secret_headers"),
+        ({"secret_headers": [""]}, "secret_headers"),
+        ({"allow_headers": 7}, "allow_headers"),
+        ({"record_hosts": "api.example.test"}, "record_hosts"),
+        ({"passthrough_hosts": ["http://api.example.test/x"]}, "passthrough_hosts"),
+        ({"max_body_bytes": -1}, "max_body_bytes"),
+        ({"max_body_bytes": 1.5}, "max_body_bytes"),
+        ({"replay_chunk_size": 0}, "replay_chunk_size"),
+        ({"replay_latency": -0.5}, "replay_latency"),
+        ({"replay_latency": float("nan")}, "replay_latency"),
+        ({"stream_through": "yes"}, "stream_through"),
+        ({"secret_headers": ["x-a"], "allow_headers": ["X-A"]}, "allow_headers"),
+        ({"advice": "pytest"}, "advice"),
+    ],
+)
+def test_invalid_values_name_the_option(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=named) as caught:
+        CassetteConfig(**options)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_the_transport_takes_keywords_or_a_config(tmp_path: Any) -> None:
+    config = CassetteConfig(secret_headers=["authorization"], replay_chunk_size=3)
+    with RecordingTransport(tmp_path / "a.jsonl", config=config) as transport:
+        assert transport.config == config
+    with RecordingTransport(tmp_path / "b.jsonl", replay_chunk_size=3) as transport:
+        assert transport.config.replay_chunk_size == 3
+    with pytest.raises(TypeError, match="config= or option keywords, not both"):
+        RecordingTransport(tmp_path / "c.jsonl", config=config, mode="all")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'secret_header'"):
+        RecordingTransport(tmp_path / "d.jsonl", secret_header=["authorization"])
+    with pytest.raises(ConfigurationError, match="replay_chunk_size"):
+        RecordingTransport(tmp_path / "e.jsonl", replay_chunk_size=0)
+
+
+def test_the_environment_sets_the_effective_mode(tmp_path: Any) -> None:
+    with RecordingTransport(tmp_path / "a.jsonl", environ={"SAKURA_HTTP_RECORD": "all"}) as t:
+        assert t.mode is RecordMode.ALL
+        assert t.config.mode is RecordMode.ALL
+
+
+def test_a_nul_in_the_cassette_name_is_a_configuration_error(tmp_path: Any) -> None:
+    with pytest.raises(ConfigurationError, match="NUL"):
+        RecordingTransport(str(tmp_path / "a\0b.jsonl"))

@@ -1,0 +1,170 @@
+"""One session per cassette per process: shared play order, one re-recording, finished by the
+last user; a run that fails keeps the old cassette."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from sakura_http import DEFAULT_IGNORE_HEADERS, CassetteMiss, ConfigurationError, RecordingTransport
+
+URL = "https://api.example.test/job"
+HEADER = b'{"schema_version":"1.0","kind":"cassette"}\n'
+
+
+def exchange(text: str, url: str = URL) -> bytes:
+    return (
+        json.dumps(
+            {
+                "method": "GET",
+                "url": url,
+                "headers": [["accept", "*/*"]],
+                "body": "",
+                "status": 200,
+                "response_headers": [],
+                "response_body": text,
+            }
+        ).encode()
+        + b"\n"
+    )
+
+
+def urls(path: Path) -> list[str]:
+    return [json.loads(line)["url"] for line in path.read_bytes().splitlines()[1:]]
+
+
+def counter() -> httpx.MockTransport:
+    sent: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(1)
+        return httpx.Response(200, text=f"live {len(sent)}")
+
+    return httpx.MockTransport(answer)
+
+
+def test_transports_on_one_cassette_share_the_play_order(tmp_path: Path) -> None:
+    path = tmp_path / "poll.jsonl"
+    path.write_bytes(HEADER + exchange("pending") + exchange("done"))
+    first, second = RecordingTransport(path), RecordingTransport(path)
+    assert httpx.Client(transport=first).get(URL).text == "pending"
+    assert httpx.Client(transport=second).get(URL).text == "done"
+    assert first.unplayed() == second.unplayed() == []
+    first.close()
+    second.close()
+    # The last user closed: the next transport starts a new session from the beginning.
+    with RecordingTransport(path) as again:
+        assert httpx.Client(transport=again).get(URL).text == "pending"
+
+
+def test_the_same_file_by_another_name_is_the_same_session(tmp_path: Path) -> None:
+    path = tmp_path / "poll.jsonl"
+    path.write_bytes(HEADER + exchange("pending") + exchange("done"))
+    (tmp_path / "link.jsonl").symlink_to(path)
+    with RecordingTransport(path) as a, RecordingTransport(tmp_path / "link.jsonl") as b:
+        assert httpx.Client(transport=a).get(URL).text == "pending"
+        assert httpx.Client(transport=b).get(URL).text == "done"
+
+
+def test_two_rerecording_transports_write_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.jsonl"
+    path.write_bytes(HEADER + exchange("old"))
+    outer = counter()
+    first = RecordingTransport(path, outer=outer, mode="all")
+    second = RecordingTransport(path, outer=outer, mode="all")
+    httpx.Client(transport=first).get(URL + "/1")
+    first.close()
+    assert urls(path) == [URL]  # the session is still open: nothing replaced yet
+    httpx.Client(transport=second).get(URL + "/2")
+    second.close()
+    assert urls(path) == [URL + "/1", URL + "/2"]
+
+
+def test_a_new_episodes_user_appends_into_the_rerecording(tmp_path: Path) -> None:
+    path = tmp_path / "shared.jsonl"
+    path.write_bytes(HEADER + exchange("old"))
+    with RecordingTransport(path, outer=counter(), mode="all") as rerecording:
+        httpx.Client(transport=rerecording).get(URL + "/1")
+        with pytest.raises(ConfigurationError, match="close the other transport first"):
+            RecordingTransport(path, outer=counter(), mode="new_episodes")
+    assert urls(path) == [URL + "/1"]
+
+
+def test_replay_and_record_users_share_one_index(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    with (
+        RecordingTransport(path, outer=counter(), mode="new_episodes") as recorder,
+        RecordingTransport(path) as replayer,
+    ):
+        assert httpx.Client(transport=recorder).get(URL).text == "live 1"
+        # The exchange the other user just recorded was played by it: repeated, not missed.
+        assert httpx.Client(transport=replayer).get(URL).text == "live 1"
+    assert urls(path) == [URL]
+
+
+def test_users_with_other_matching_rules_get_their_own_index(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER + exchange("pending") + exchange("done"))
+    # "strict" compares x-run, which the recording lacks; "loose" ignores it.
+    strict = RecordingTransport(path)
+    loose = RecordingTransport(path, ignore_headers=[*DEFAULT_IGNORE_HEADERS, "x-run"])
+    assert httpx.Client(transport=loose, headers={"x-run": "7"}).get(URL).text == "pending"
+    with pytest.raises(CassetteMiss, match="header x-run: only in the request"):
+        httpx.Client(transport=strict, headers={"x-run": "7"}).get(URL)
+    # The first exchange was played through the other index: this one gets the second.
+    assert httpx.Client(transport=strict).get(URL).text == "done"
+    strict.close()
+    loose.close()
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_block_left_by_an_exception_keeps_the_old_cassette(
+    tmp_path: Path, use_async: bool
+) -> None:
+    path = tmp_path / "c.jsonl"
+    old = HEADER + exchange("one") + exchange("two") + exchange("three")
+    path.write_bytes(old)
+
+    def run() -> None:
+        with RecordingTransport(path, outer=counter(), mode="all") as transport:
+            httpx.Client(transport=transport).get(URL)
+            raise RuntimeError("the run failed after one of three requests")
+
+    async def arun() -> None:
+        async with RecordingTransport(path, outer=counter(), mode="all") as transport:
+            await httpx.AsyncClient(transport=transport).get(URL)
+            raise RuntimeError("the run failed after one of three requests")
+
+    with pytest.raises(RuntimeError):
+        if use_async:
+            import anyio
+
+            anyio.run(arun)
+        else:
+            run()
+    assert path.read_bytes() == old
+    assert not (tmp_path / "c.jsonl.recording").exists()
+
+
+def test_a_clean_close_replaces(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER + exchange("one") + exchange("two"))
+    with RecordingTransport(path, outer=counter(), mode="all") as transport:
+        httpx.Client(transport=transport).get(URL + "/new")
+    assert urls(path) == [URL + "/new"]
+
+
+def test_an_httpx_client_block_passes_the_failure_on(tmp_path: Path) -> None:
+    # httpx.Client.__exit__ hands the exception to the transport's __exit__.
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER + exchange("one"))
+    before = path.read_bytes()
+    transport: Any = RecordingTransport(path, outer=counter(), mode="all")
+    with pytest.raises(KeyError), httpx.Client(transport=transport) as client:
+        client.get(URL + "/new")
+        raise KeyError("boom")
+    assert path.read_bytes() == before
