@@ -123,12 +123,16 @@ def echoes(secret: str) -> str:
 
 
 def echo_headers(secret: str) -> list[tuple[bytes, bytes]]:
-    return [
+    headers = [
         (b"content-type", b"text/plain; charset=utf-8"),
-        (b"x-echo-raw", secret.encode()),
         (b"x-echo-quoted", quote(secret, safe="").encode()),
         (b"set-cookie", f"session={quote(secret, safe='')}".encode()),
     ]
+    if secret.isascii():
+        # Non-ASCII response header values cannot be handed back to the caller by httpx yet
+        # (issue 9, item 11), which the live response while recording needs.
+        headers.append((b"x-echo-raw", secret.encode()))
+    return headers
 
 
 def compress(encoding: str, data: bytes) -> bytes:
