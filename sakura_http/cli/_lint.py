@@ -3,7 +3,9 @@
 Errors are problems that break replay or put a credential on disk:
 
 * a format or version error (with its line number), a torn last line, duplicate `id`s;
-* a credential header (`is_credential_header`) in the recorded request headers;
+* a credential header (`CREDENTIAL_HEADERS`, `PROVIDER_CREDENTIAL_HEADERS`) in the recorded
+  request headers (a name that only has a credential's shape is a warning: it may have been
+  recorded on purpose with `allow_headers`);
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -27,7 +29,13 @@ from typing import Any, Literal
 
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, decode_exchange, decode_header, iter_lines
-from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
+from .._policy import (
+    CREDENTIAL_HEADERS,
+    DEFAULT_MAX_BODY_BYTES,
+    PROVIDER_CREDENTIAL_HEADERS,
+    REDACTED,
+    is_credential_header,
+)
 
 __all__ = [
     "SECRET_SHAPES",
@@ -162,12 +170,15 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
         if is_credential_header(name):
             field = f"headers.{name}"
             credential_fields.add(field)
+            # A name of credential shape only may have been recorded on purpose (allow_headers).
+            known = name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS
             add(
-                "error",
+                "error" if known else "warning",
                 "credential-header",
                 f"request header {name} is recorded ({mask(value)}): credentials must never be "
                 f"in a cassette. Delete it from this line (and rotate the credential if it is "
-                f'real); record with RecordingTransport(..., secret_headers=["{name}"])',
+                f'real); record with RecordingTransport(..., secret_headers=["{name}"])'
+                + ("" if known else "; if it is not a credential, it was allowed on purpose"),
                 field,
                 mask(value),
             )
