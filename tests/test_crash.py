@@ -174,11 +174,13 @@ def test_a_killed_re_recording_leaves_the_old_cassette_untouched(tmp_path: Path)
     )
     path.write_bytes(old)
     rng = random.Random(7)
-    for _ in range(LONG_KILLS // 4 if LONG else 2):
+    kills = LONG_KILLS // 4 if LONG else 2
+    for _ in range(kills):
         recorder = Recorder(path, "new", 0, body=20_000, mode="all", stop_after=10_000)
         recorder.wait_for_acks(rng.randint(1, 20))
         recorder.kill()
         assert path.read_bytes() == old
+    print(f"\n{kills} kills of a re-recording (mode all): the old cassette intact each time")
     recorder = Recorder(path, "new", 0, body=100, mode="all", stop_after=5)
     assert recorder.finish() == 0
     assert "closed" in recorder.lines
