@@ -131,7 +131,8 @@ def test_a_recorder_killed_repeatedly_loses_nothing_it_acknowledged(tmp_path: Pa
         recorder.wait_for_acks(rng.randint(1, 15))
         recorder.kill()
         acked.update(recorder.acked)
-        start = max(acked, default=start) + 2  # never reuse a number: an unacked one may exist
+        # Never reuse a number: the one after the last acknowledged may have been appended.
+        start = max([start, *recorder.acked]) + 2
         repair_if_torn(path)
     assert len(acked) >= KILLS
     total = check(path, {"w": acked})
@@ -159,9 +160,9 @@ def test_concurrent_recorders_killed_at_random_lose_nothing(tmp_path: Path) -> N
                 recorder.kill()
         for w, recorder in recorders.items():
             acked[w].update(recorder.acked)
-            next_start[w] = max(acked[w], default=next_start[w]) + 2
+            next_start[w] = max([next_start[w], *recorder.acked]) + 2
         repair_if_torn(path)
-    assert all(acked.values())
+    assert sum(map(len, acked.values())) >= rounds  # each victim acknowledged one at least
     total = check(path, acked)
     print(f"\n{rounds} rounds of 3 concurrent recorders, all killed: "
           f"{sum(map(len, acked.values()))} acknowledged, {total} in the cassette")  # fmt: skip
