@@ -21,7 +21,7 @@ from typing import Any
 from ._exceptions import CassetteFormatError, RecordingForbidden
 from ._format import CassetteContent, encode_header, parse_cassette, torn_tail
 
-__all__ = ["AtomicRecording", "append_lines", "load_cassette"]
+__all__ = ["AtomicRecording", "append_lines", "load_cassette", "locked"]
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -61,6 +61,23 @@ def _locked(fd: int) -> Iterator[None]:
         yield
     finally:
         _unlock(fd)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[int]:
+    """Hold the append lock of the existing cassette `path` for the block; yield its file
+    descriptor, open for reading and writing.
+
+    Recorders appending to `path` (in this or another process) wait until the block ends, so a
+    tool that rewrites the file in place (`sakura-http repair`) never races an append.  A
+    missing file raises `FileNotFoundError`; nothing is created.
+    """
+    fd = os.open(path, os.O_RDWR)
+    try:
+        with _locked(fd):
+            yield fd
+    finally:
+        os.close(fd)
 
 
 def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:

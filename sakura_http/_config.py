@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._advice import Advice
-from ._core import RecordMode, parse_mode
+from ._core import RecordMode, parse_mode, resolve_mode
 from ._exceptions import ConfigurationError
 from ._hosts import HostList, split_host_entry
 from ._matching import DEFAULT_IGNORE_HEADERS
@@ -32,6 +33,7 @@ __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_SECRET_QUERY_PARAMS",
     "CassetteConfig",
+    "resolve_config",
 ]
 
 #: Query parameters that carry credentials: written as ``<redacted>``, left out of matching.
@@ -176,3 +178,26 @@ class CassetteConfig:
     @property
     def passthrough_host_list(self) -> HostList:
         return HostList(self.passthrough_hosts)
+
+
+def resolve_config(
+    caller: str,
+    config: CassetteConfig | None,
+    options: Mapping[str, Any],
+    environ: Mapping[str, str] | None,
+) -> CassetteConfig:
+    """The configuration a front end was given: `config`, or one built from the option keywords
+    (never both), with the effective mode (``SAKURA_HTTP_RECORD`` / ``SAKURA_HTTP_STRICT`` read
+    from `environ`, default `os.environ`).  `caller` names the front end in a `TypeError`."""
+    if config is None:
+        try:
+            config = CassetteConfig(**options)
+        except TypeError as exc:
+            raise TypeError(f"{caller}: {exc}") from None
+    elif options:
+        raise TypeError(
+            f"{caller} takes config= or option keywords, not both: use "
+            f"config.replace({', '.join(f'{k}=...' for k in options)})"
+        )
+    mode = resolve_mode(config.mode, os.environ if environ is None else environ)
+    return config if mode is config.mode else config.replace(mode=mode)

@@ -182,9 +182,15 @@ class UndecodableBodyError(UnsafeExchangeError):
         )
 
 
-def human_size(n: int) -> str:
-    """`n` bytes for people: "16 MiB" when it is a whole number of units, else "1,234 bytes"."""
+def human_size(n: int, *, rounded: bool = False) -> str:
+    """`n` bytes for people: "16 MiB" when it is a whole number of units, else "1,234 bytes".
+
+    With `rounded` (listings, where width matters more than the last byte): "46 B",
+    "1.5 KiB", "16.0 MiB".
+    """
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if rounded and n >= size:
+            return f"{n / size:.1f} {unit}"
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
-    return f"{n:,} bytes"
+    return f"{n} B" if rounded else f"{n:,} bytes"

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from ._format import Exchange, FaultInfo
+from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
 from ._matching import RequestData, canonical_url
 from ._streams import ReplayStream, TeeStream
 
-__all__ = ["HttpLibrary", "library_of"]
+__all__ = ["DefaultOuter", "HttpLibrary", "library_of"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
@@ -46,18 +46,22 @@ class HttpLibrary:
         return RequestData(
             method=request.method,
             url=canonical_url(str(request.url), secret_params),
-            headers=tuple((name.lower(), value) for name, value in request.headers.multi_items()),
+            headers=_request_headers(request.headers),
             body=request.content,
             host=host,
             port=port,
         )
 
+    def response_headers(self, response: Any) -> tuple[Headers, str]:
+        """A live response's headers as text and their charset, losslessly (see `header_text`)."""
+        return header_text(response.headers.raw)
+
     def response(self, exchange: Exchange, request: Any, stream: Any) -> Any:
-        """A response of this library carrying the recorded status and headers."""
+        """A response of this library carrying the recorded status and header bytes."""
         assert exchange.status is not None
         return self.module.Response(
             exchange.status,
-            headers=list(exchange.response_headers),
+            headers=header_bytes(exchange.response_headers, exchange.response_header_charset),
             stream=stream,
             request=request,
         )
@@ -95,6 +99,16 @@ def _load(name: str) -> HttpLibrary:
     )
 
 
+def _request_headers(headers: Any) -> Headers:
+    """Request headers as text, as httpx presents them (`multi_items()`): ASCII when every byte
+    is, which is what nearly every request sends, decoded here without httpx's per-call guess."""
+    raw = headers.raw
+    try:
+        return tuple([(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw])
+    except UnicodeDecodeError:
+        return tuple((name.lower(), value) for name, value in headers.multi_items())
+
+
 _LIBRARIES: dict[str, HttpLibrary] = {}
 
 
@@ -109,3 +123,46 @@ def library_of(request: Any) -> HttpLibrary:
             )
         library = _LIBRARIES[name] = _load(name)
     return library
+
+
+class DefaultOuter:
+    """An outer transport that reaches the network with the request's own library.
+
+    It forwards to a real transport of the request's library, created on first use:
+    ``HTTPTransport()`` for a sync client, ``AsyncHTTPTransport()`` for an async one (of httpx or
+    httpx2).  Nothing is created while a cassette only replays.  `aclose()` closes all of them;
+    `close()` closes the sync ones (the async ones belong to their event loop: close the async
+    client, e.g. with ``async with``, so they close there).
+    """
+
+    def __init__(self) -> None:
+        self._sync: dict[str, Any] = {}
+        self._async: dict[str, Any] = {}
+
+    def handle_request(self, request: Any) -> Any:
+        library = library_of(request)
+        transport = self._sync.get(library.name)
+        if transport is None:
+            transport = self._sync[library.name] = library.module.HTTPTransport()
+        return transport.handle_request(request)
+
+    async def handle_async_request(self, request: Any) -> Any:
+        library = library_of(request)
+        transport = self._async.get(library.name)
+        if transport is None:
+            transport = self._async[library.name] = library.module.AsyncHTTPTransport()
+        return await transport.handle_async_request(request)
+
+    def close(self) -> None:
+        transports, self._sync = list(self._sync.values()), {}
+        for transport in transports:
+            transport.close()
+
+    async def aclose(self) -> None:
+        transports, self._async = list(self._async.values()), {}
+        for transport in transports:
+            await transport.aclose()
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<sakura_http DefaultOuter>"

@@ -62,13 +62,17 @@ DEFAULT_IGNORE_HEADERS = frozenset(
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
+_MEMO_SIZE = 4096
 
 #: What a secret value is written as.
 REDACTED = "<redacted>"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
+# but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
+# `%3Credacted%3E` a client sends after following a redacted redirect.
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~<>")
 
 
 def _normalize_escape(match: re.Match[str]) -> str:
@@ -82,20 +86,43 @@ def _ascii_host(host: str) -> str:
     try:
         return idna.encode(host, uts46=True).decode("ascii")
     except idna.IDNAError:
-        return host.encode("idna").decode("ascii")
+        try:
+            return host.encode("idna").decode("ascii")
+        except UnicodeError:  # not a valid name at all: compared as written
+            return host
 
 
-@functools.lru_cache(maxsize=8192)
+# A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
+# no fragment); with the port and secret checks in `canonical_url` it skips parsing, which would
+# otherwise be most of the cost of indexing a large cassette or replaying one request.
+_PLAIN_URL = re.compile(
+    r"(https?)://[a-z0-9.-]+(?::([1-9][0-9]*))?(?:/[!-\x22$&->@-~]*)?(?:\?([!-\x22$&-~]*))?"
+)
+
+
 def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     """The form of `url` that is matched and written.
 
     Scheme and host are lower-cased, an IDNA host is written in ASCII (punycode), the scheme's
-    default port is dropped, ``%xx`` escapes of unreserved characters are decoded and the others
-    upper-cased, and userinfo (``user:password@``) is left out: httpx already sends it as an
-    ``authorization`` header, which the safety rules govern.  The value of every query parameter
-    named in `secret_params` (case-insensitively) becomes ``<redacted>``.  Path, query order and
-    repeated parameters are kept as sent.  A URL that cannot be parsed is returned unchanged.
+    default port is dropped, ``%xx`` escapes of unreserved characters (and of ``<`` and ``>``)
+    are decoded and the others upper-cased, and userinfo (``user:password@``) is left out:
+    httpx already sends it as an ``authorization`` header, which the safety rules govern.  The
+    value of every query parameter named in `secret_params` (case-insensitively) becomes
+    ``<redacted>``.  Path, query order and repeated parameters are kept as sent.  A URL that
+    cannot be parsed is returned unchanged.
     """
+    plain = _PLAIN_URL.fullmatch(url)
+    if plain is not None:
+        scheme, port, query = plain.groups()
+        if (port is None or int(port) != _DEFAULT_PORTS[scheme]) and not (
+            query is not None and secret_params
+        ):
+            return url
+    return _canonical_url(url, secret_params)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -161,15 +188,23 @@ def _is_json(content_type: str) -> bool:
 
 def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The body as compared: canonical JSON, or multipart with its boundary replaced."""
+    if not body:
+        return body
     content_type = _content_type(headers)
-    if body and _is_json(content_type):
+    if _is_json(content_type):
         try:
             return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONDecodeError, TypeError):
             return body
     boundary = _boundary(content_type)
     if boundary:
-        return body.replace(boundary.encode("latin-1"), _BOUNDARY_TOKEN)
+        # The header is text but the body is bytes: a client may have encoded a non-ASCII
+        # boundary either way, and one outside Latin-1 has only its UTF-8 form.
+        for encoding in ("utf-8", "latin-1"):
+            try:
+                body = body.replace(boundary.encode(encoding), _BOUNDARY_TOKEN)
+            except UnicodeEncodeError:
+                continue
     return body
 
 
@@ -182,6 +217,15 @@ class MatchRules:
     secret_query: frozenset[str] = frozenset()
     #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
     rules: Rules = field(default_factory=Rules)
+    # A key is computed for every exchange when a cassette opens and for every request, over
+    # header lists that recur (one client, one set of headers): remember what each name and
+    # each header tuple came to.  Bounded, for clients that make up names or values.
+    _ignored_names: dict[str, bool] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _ordinary: dict[Headers, Headers] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -190,9 +234,25 @@ class MatchRules:
 
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
+        if type(headers) is not tuple:
+            return self._ordinary_headers(headers)
+        ordinary = self._ordinary.get(headers)
+        if ordinary is None:
+            ordinary = self._ordinary_headers(headers)
+            if len(self._ordinary) < _MEMO_SIZE:
+                self._ordinary[headers] = ordinary
+        return ordinary
+
+    def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
+        known = self._ignored_names
         kept = []
         for name, value in headers:
-            if self._ignored(name):
+            ignored = known.get(name)
+            if ignored is None:
+                ignored = self._ignored(name)
+                if len(known) < _MEMO_SIZE:
+                    known[name] = ignored
+            if ignored:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)
@@ -215,7 +275,8 @@ class MatchRules:
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
         if self.rules:
             headers = self.rules.scrub_request_headers(headers)
-        digest = hashlib.blake2b(self.body(headers, body), digest_size=16).digest()
+        compared = self.body(headers, body)
+        digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
         return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
@@ -279,6 +340,12 @@ def _pretty(headers: Headers, body: bytes) -> list[str]:
     return body.decode("utf-8", "replace").splitlines() or [""]
 
 
+def pretty_body(headers: Headers, body: bytes) -> list[str]:
+    """`body` as lines for people: JSON pretty-printed with sorted keys, other text as it is
+    (undecodable bytes replaced).  The one pretty-printer of miss messages and the CLI."""
+    return _pretty(headers, body)
+
+
 def body_diff(
     request_headers: Headers,
     request_body: bytes,
@@ -304,28 +371,137 @@ def body_diff(
 
 
 def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
-    """Which parts of `request` differ from a recorded exchange, one line per part."""
+    """Which parts of `request` differ from a recorded exchange, one line per part, after the
+    matching rules are applied; ends with the rule that would make them match, when one
+    would."""
     out = []
     if request.method.upper() != exchange.method.upper():
         out.append(f"method: request {request.method}, recorded {exchange.method}")
-    if request.url != exchange.url:
-        out.append(f"url: request {request.url}, recorded {exchange.url}")
-    out.extend(
-        _header_differences(
-            rules.ordinary_headers(request.headers),
-            rules.ordinary_headers(exchange.headers),
-            rules.secret,
-        )
+    request_url, recorded_url = rules.url(request.url), rules.url(exchange.url)
+    if request_url != recorded_url:
+        out.append(f"url: request {request_url}, recorded {recorded_url}")
+    header_lines = _header_differences(
+        rules.ordinary_headers(request.headers),
+        rules.ordinary_headers(exchange.headers),
+        rules.secret,
     )
-    if normalized_body(request.headers, request.body) != normalized_body(
+    out.extend(header_lines)
+    body_differs = rules.body(request.headers, request.body) != rules.body(
         exchange.headers, exchange.body
-    ):
+    )
+    if body_differs:
         out.append("body differs:")
         out.extend(
             "    " + line
             for line in body_diff(request.headers, request.body, exchange.headers, exchange.body)
         )
+    out.extend(
+        _rule_hints(
+            request,
+            exchange,
+            url_differs=request_url != recorded_url,
+            headers=[line.split(":", 1)[0].removeprefix("header ") for line in header_lines],
+            body_differs=body_differs,
+            method_differs=request.method.upper() != exchange.method.upper(),
+        )
+    )
     return out
+
+
+#: Request headers that carry the API version an SDK asks for, and the client option pinning it.
+VERSION_HEADERS = {"anthropic-version": "Anthropic", "openai-version": "OpenAI"}
+
+
+def _rule_hints(
+    request: RequestData,
+    exchange: Exchange,
+    *,
+    url_differs: bool,
+    headers: list[str],
+    body_differs: bool,
+    method_differs: bool,
+) -> list[str]:
+    """What to do when only one kind of part differs: the rule or fix that makes it match."""
+    parts = [url_differs, bool(headers), body_differs, method_differs]
+    if sum(parts) != 1:
+        return []
+    if headers and all(name in VERSION_HEADERS for name in headers):
+        name = headers[0]
+        recorded = dict(exchange.headers).get(name, "")
+        return [
+            f"only {name} differs: it is the API version the {VERSION_HEADERS[name]} SDK asks "
+            "for, so an SDK upgrade changed it. Re-record the cassette, or pin the header in "
+            f'the client: default_headers={{"{name}": "{recorded}"}}'
+        ]
+    if url_differs:
+        names = _differing_query(request.url, exchange.url)
+        if names is not None:
+            shown = ", ".join(f"`{n}`" for n in names)
+            listed = ", ".join(f'"{n}"' for n in names)
+            return [
+                f"only query parameter {shown} differs; if it changes on every run, ignore it "
+                f"with Rules(ignore_query=[{listed}])"
+            ]
+    if body_differs:
+        paths = _differing_json(request.headers, request.body, exchange.headers, exchange.body)
+        if paths:
+            shown = ", ".join(f"`{p}`" for p in paths)
+            listed = ", ".join(f'"{p}"' for p in paths)
+            return [
+                f"only {shown} differs; if it changes on every run, ignore it with "
+                f"Rules(ignore_json=[{listed}])"
+            ]
+    return []
+
+
+def _differing_query(url: str, other: str) -> list[str] | None:
+    """The query parameters two URLs with the same base differ in (None: the bases differ)."""
+    base, _, query = url.partition("?")
+    other_base, _, other_query = other.partition("?")
+    if base != other_base:
+        return None
+
+    def parse(text: str) -> dict[str, list[str]]:
+        fields: dict[str, list[str]] = {}
+        for item in text.split("&") if text else []:
+            name, _, value = item.partition("=")
+            fields.setdefault(name, []).append(value)
+        return fields
+
+    mine, theirs = parse(query), parse(other_query)
+    names = sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
+    return names or None
+
+
+def _differing_json(
+    headers: Headers, body: bytes, other_headers: Headers, other_body: bytes, limit: int = 3
+) -> list[str]:
+    """The JSON paths two bodies differ at, when they are few (else [])."""
+    if not (_is_json(_content_type(headers)) and _is_json(_content_type(other_headers))):
+        return []
+    try:
+        mine, theirs = orjson.loads(body), orjson.loads(other_body)
+    except orjson.JSONDecodeError:
+        return []
+    paths: list[str] = []
+
+    def walk(a: object, b: object, path: str) -> None:
+        if len(paths) > limit:
+            return
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(a.keys() | b.keys()):
+                walk(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}" if path else key)
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                walk(x, y, f"{path}[{i}]")
+        elif a != b:
+            paths.append(path or "(the whole body)")
+
+    walk(mine, theirs, "")
+    return paths if 0 < len(paths) <= limit and "(the whole body)" not in paths else []
+
+
+_MISSING = object()
 
 
 # Body similarity is computed for this many candidates at most, on at most this many lines (or

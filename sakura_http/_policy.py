@@ -56,6 +56,7 @@ __all__ = [
     "check_redactable",
     "drop_secret_headers",
     "is_credential_header",
+    "is_known_credential_header",
     "refuse_credentials",
     "secrets_of",
     "shown_header_value",
@@ -106,6 +107,12 @@ _CREDENTIAL_PARTS = ("api-key", "apikey", "auth")
 _MIN_ECHO_LENGTH = 4
 
 
+def is_known_credential_header(name: str) -> bool:
+    """Whether `name` (lower-case) is one of `CREDENTIAL_HEADERS` or
+    `PROVIDER_CREDENTIAL_HEADERS`: a credential by name, not only by shape."""
+    return name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS
+
+
 def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     """Whether a request header named `name` carries a credential, so it must be declared in
     `secret_headers` to be sent: one of `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`,
@@ -117,7 +124,7 @@ def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     name = name.lower()
     if name in allow or name in NOT_CREDENTIAL_HEADERS:
         return False
-    if name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS:
+    if is_known_credential_header(name):
         return True
     shape = name.replace("_", "-")
     return (

@@ -306,7 +306,7 @@ class CassetteUser:
             rules=config.rules,
         )
         self.can_record = can_record
-        #: The secrets of this user's recent requests, searched in everything it writes.
+        #: The declared secrets of this user's recent requests, searched for in later ones too.
         self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
@@ -345,9 +345,9 @@ class CassetteUser:
         A replayed exchange counts as played at once, so concurrent identical requests take
         successive recorded exchanges.
         """
-        # Matched (and shown in a miss) as it is written: echoes of secrets redacted.
-        request = self.secrets.redactor(request.headers).request(request)
         refusal = self._refusal(request)
+        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+        request = self.secrets.redactor(request.headers).request(request)
         plan = self.session.plan(request, self.config, self.rules, refusal)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
@@ -378,14 +378,13 @@ class CassetteUser:
         """The exchange recording a transport error, or None when `record_errors` is off."""
         if not self.config.record_errors:
             return None
-        secrets = self.config.secret_headers
         redactor = self.secrets.redactor(request.headers)
         written = redactor.request(request)
         return self.finalize(
             Exchange(
                 method=request.method,
                 url=written.url,
-                headers=drop_secret_headers(written.headers, secrets),
+                headers=drop_secret_headers(written.headers, self.config.secret_headers),
                 body=written.body,
                 status=None,
                 error=FaultInfo(type(error).__name__, redactor.text(str(error))),
@@ -428,12 +427,12 @@ class CassetteUser:
             refuse_credentials(hooked.headers, secrets, self.config.allow_headers)
             check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
             check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
-        response_body = redactor.body(hooked.response_body, charset_of(hooked.response_headers))
+        response_body = redactor.body(hooked.response_body)
         return dataclasses.replace(
             hooked,
-            url=redactor.url(hooked.url),
-            headers=redactor.headers(drop_secret_headers(hooked.headers, secrets)),
-            body=redactor.body(hooked.body, charset_of(hooked.headers)),
+            url=redactor.text(hooked.url),
+            headers=drop_secret_headers(hooked.headers, secrets),
+            body=redactor.body(hooked.body),
             response_headers=redactor.response_headers(hooked.response_headers),
             response_body=response_body,
             chunks=hooked.chunks if response_body == hooked.response_body else None,
@@ -483,6 +482,7 @@ class ResponseRecorder:
         self._redactor = user.secrets.redactor(request.headers)
         self._started = time.monotonic()
         self._status = 0
+        self._charset = "utf-8"
         self._headers: Headers = ()
         self._decoder: BodyDecoder | None = None
         self._chunks: list[bytes] = []
@@ -490,8 +490,12 @@ class ResponseRecorder:
         self._decoding_done = False
         self._live: Exchange | None = None
 
-    def start(self, status: int, headers: Sequence[tuple[str, str]]) -> None:
+    def start(
+        self, status: int, headers: Sequence[tuple[str, str]], charset: str = "utf-8"
+    ) -> None:
+        """`charset` spells the header values' bytes (see `_format.header_text`)."""
         self._status = status
+        self._charset = charset
         self._headers = tuple((name.lower(), value) for name, value in headers)
         self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
@@ -555,12 +559,12 @@ class ResponseRecorder:
                 redacted = redactor.cut_partial(redacted, charset)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
-        written = redactor.request(request)
         timed = (
             self._user.config.record_timings
             and len(chunks) > 1
             and len(self._timings) == len(chunks)
         )
+        written = redactor.request(request)
         stored = Exchange(
             method=request.method,
             url=written.url,
@@ -568,6 +572,7 @@ class ResponseRecorder:
             body=written.body,
             status=self._status,
             response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
             truncated=truncated,
@@ -580,6 +585,7 @@ class ResponseRecorder:
             body=request.body,
             status=self._status,
             response_headers=self._stored_headers(len(live_body), truncated),
+            response_header_charset=self._charset,
             response_body=live_body,
             chunks=live_chunks if len(live_chunks) > 1 else None,
             truncated=truncated,

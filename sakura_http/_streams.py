@@ -48,8 +48,10 @@ class ReplayStream:
     itself is never copied.  Empty chunks are skipped, as httpcore never yields one.  With
     `latency > 0` and recorded `timings_ms`, chunk i is yielded no earlier than
     `timings_ms[i] * latency` milliseconds after iteration started (`time.sleep` in sync code,
-    `anyio.sleep_until` in async code); async iteration is a checkpoint at every chunk, as a read
+    `anyio.sleep_until` in async code); async iteration is a checkpoint between chunks, as a read
     from a socket is.  `close()` and `aclose()` release nothing, so closing early is free.
+    A body that fits in one chunk is yielded as the stored bytes object itself: bytes are
+    immutable, so no copy is needed, and a small replay costs no more than a small response.
     """
 
     def __init__(self, exchange: Exchange, chunk_size: int, latency: float) -> None:
@@ -59,7 +61,12 @@ class ReplayStream:
         self._offsets = [t * latency / 1000 for t in timings] if timings else None
 
     def _pieces(self) -> Iterator[tuple[float | None, bytes]]:
-        body = memoryview(self._exchange.response_body)
+        exchange = self._exchange
+        if exchange.chunks is None and len(exchange.response_body) <= self._chunk_size:
+            if exchange.response_body:
+                yield None, exchange.response_body
+            return
+        body = memoryview(exchange.response_body)
         offsets = self._offsets
         position = 0
         for i, size in enumerate(chunk_plan(self._exchange, self._chunk_size)):
@@ -92,21 +99,25 @@ class _AsyncReplay:
     def __init__(self, pieces: Iterator[tuple[float | None, bytes]]) -> None:
         self._pieces = pieces
         self._started: float | None = None
+        self._first = True
 
     def __aiter__(self) -> _AsyncReplay:
         return self
 
     async def __anext__(self) -> bytes:
-        if self._started is None:
-            self._started = anyio.current_time()
         try:
             offset, piece = next(self._pieces)
         except StopIteration:
             raise StopAsyncIteration from None
-        if offset is None:
-            await anyio.lowlevel.checkpoint()
-        else:
+        first, self._first = self._first, False
+        if offset is not None:
+            if self._started is None:  # iteration started with this first paced chunk
+                self._started = anyio.current_time()
             await anyio.sleep_until(self._started + offset)
+        elif not first:
+            # Between chunks other tasks run and a cancellation is delivered; before the first
+            # one there is nothing to wait for, as there is none in a response held in memory.
+            await anyio.lowlevel.checkpoint()
         return piece
 
 

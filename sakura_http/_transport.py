@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 import anyio
 import httpx
 
-from ._config import CassetteConfig
-from ._core import RecordMode, resolve_mode
+from ._config import CassetteConfig, resolve_config
+from ._core import RecordMode
 from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
-from ._format import Exchange
+from ._format import Exchange, header_bytes
 from ._libraries import HttpLibrary, library_of
 from ._matching import RequestData
 from ._session import CassetteSession, CassetteUser, Plan
@@ -135,23 +135,11 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         environ: Mapping[str, str] | None = None,
         **options: Any,
     ) -> None:
-        if config is None:
-            try:
-                config = CassetteConfig(**options)
-            except TypeError as exc:
-                raise TypeError(f"RecordingTransport(): {exc}") from None
-        elif options:
-            raise TypeError(
-                "RecordingTransport() takes config= or option keywords, not both: use "
-                f"config.replace({', '.join(f'{k}=...' for k in options)})"
-            )
+        config = resolve_config("RecordingTransport()", config, options, environ)
         if isinstance(path, str) and "\0" in path:
             raise ConfigurationError(
                 f"the cassette path {path!r} holds a NUL character; give a plain file name"
             )
-        mode = resolve_mode(config.mode, os.environ if environ is None else environ)
-        if mode is not config.mode:
-            config = config.replace(mode=mode)
         self._user: CassetteUser = CassetteSession.open(path, config, can_record=outer is not None)
         self._outer = outer
         self._config = config
@@ -245,7 +233,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             if fault is not None:
                 yield _Commit(plan, fault)
             raise
-        recorder.start(response.status_code, response.headers.multi_items())
+        headers, charset = library.response_headers(response)
+        recorder.start(response.status_code, headers, charset)
         if self._config.stream_through:
             stream = library.tee_stream(
                 response.stream,
@@ -256,7 +245,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             )
             return library.module.Response(
                 response.status_code,
-                headers=list(recorder.live_headers()),
+                headers=header_bytes(recorder.live_headers(), charset),
                 stream=stream,
                 request=request,
                 extensions=response.extensions,

@@ -3,6 +3,7 @@ cassettes written by the transport.  Each other subcommand has its own tests/tes
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -127,7 +128,8 @@ def test_show_bodies_pretty_prints_json_and_summarises_binary(
         '        "next": null\n'
         "      }\n"
     ) in out
-    assert "      <10 B of binary data>" in out
+    digest = hashlib.sha256(binary.response_body).hexdigest()[:12]
+    assert f"      <10 B of binary data, sha256 {digest}>" in out
     assert "    error: ConnectError: connection refused" in out
     assert all(line == line.rstrip() for line in out.splitlines())
 

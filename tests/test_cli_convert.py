@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +14,8 @@ import pytest
 import yaml
 
 from sakura_http._cassette import load_cassette
-from sakura_http.cli._convert import VcrImportError, load_vcr, vcr_to_exchanges
+from sakura_http._format import Exchange
+from sakura_http.cli._convert import VcrImportError, convert_file
 from tests.cli_support import assert_one_line_error, run
 
 # What vcrpy writes for an httpx POST and GET (vcrpy keeps header case and lists of values).
@@ -79,6 +83,18 @@ def _vcr_dict(response_body: Any, response_headers: dict[str, list[str]]) -> dic
     }
 
 
+def _yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False)  # vcrpy keeps the order it recorded
+
+
+def _converted(tmp_path: Path, data: Any, name: str = "vcr.yaml") -> list[Exchange]:
+    """Convert `data` (a dict, dumped as YAML, or text) and return the written exchanges."""
+    source, target = tmp_path / name, tmp_path / "out.jsonl"
+    source.write_text(data if isinstance(data, str) else _yaml(data))
+    convert_file(source, target, overwrite=True)
+    return load_cassette(target).exchanges
+
+
 def test_convert_a_yaml_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
     source.write_text(VCR_YAML)
@@ -86,10 +102,12 @@ def test_convert_a_yaml_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert result.code == 0
     assert result.out == (f"wrote {target}: 2 exchanges from {source} (set-cookie redacted in 1)\n")
     assert result.err.splitlines() == [
-        "sakura-http convert: warning: dropped request header authorization (interaction 1): "
+        f"sakura-http convert: warning: {source}: dropped request header authorization "
+        "(interaction 1): "
         "credentials never go into a cassette; replay with "
         'RecordingTransport(..., secret_headers=["authorization"])',
-        "sakura-http convert: warning: dropped request header x-api-key (interaction 2): "
+        f"sakura-http convert: warning: {source}: dropped request header x-api-key "
+        "(interaction 2): "
         "credentials never go into a cassette; replay with "
         'RecordingTransport(..., secret_headers=["x-api-key"])',
     ]
@@ -116,9 +134,11 @@ def test_binary_and_gzip_bodies_are_decoded(tmp_path: Path) -> None:
         gzip.compress(payload),
         {"Content-Encoding": ["gzip"], "Content-Type": ["application/json"]},
     )
-    text = yaml.safe_dump(data)
+    text = _yaml(data)
     assert "!!binary" in text  # how vcrpy stores bytes it cannot keep as text
-    result = vcr_to_exchanges(load_vcr(text, "vcr.yaml"), "vcr.yaml")
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+    source.write_text(text)
+    result = convert_file(source, target)
     (exchange,) = result.exchanges
     assert exchange.response_body == payload
     assert exchange.response_headers == (("content-type", "application/json"),)
@@ -127,8 +147,7 @@ def test_binary_and_gzip_bodies_are_decoded(tmp_path: Path) -> None:
 
 def test_binary_bodies_that_are_not_encoded_stay_bytes(tmp_path: Path) -> None:
     png = b"\x89PNG\r\n\x1a\n\x00\xff"
-    text = yaml.safe_dump(_vcr_dict(png, {"Content-Type": ["image/png"]}))
-    (exchange,) = vcr_to_exchanges(load_vcr(text, "vcr.yaml"), "vcr.yaml").exchanges
+    (exchange,) = _converted(tmp_path, _vcr_dict(png, {"Content-Type": ["image/png"]}))
     assert exchange.response_body == png
 
 
@@ -143,7 +162,7 @@ def test_convert_a_json_cassette(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert exchange.headers == (("accept", "application/json"),)
 
 
-def test_the_old_vcrpy_httpx_layout_is_read() -> None:
+def test_the_old_vcrpy_httpx_layout_is_read(tmp_path: Path) -> None:
     data = {
         "interactions": [
             {
@@ -163,7 +182,7 @@ def test_the_old_vcrpy_httpx_layout_is_read() -> None:
         ],
         "version": 1,
     }
-    (exchange,) = vcr_to_exchanges(data, "old.yaml").exchanges
+    (exchange,) = _converted(tmp_path, data)
     assert (exchange.method, exchange.status, exchange.response_body) == ("GET", 200, b"pong")
     assert exchange.headers == (("accept", "*/*"),)
 
@@ -207,11 +226,11 @@ def test_python_tags_are_refused_never_constructed(
     [
         ("interactions: [\n", "not a readable YAML or JSON vcrpy cassette"),
         ("- request: {}\n  response: {}\n", "pre-1.0 vcrpy cassette"),
-        ("just a string\n", "not a vcrpy cassette"),
+        ("just a string\n", "not a vcrpy or cassetter cassette"),
         ("interactions: []\nversion: 2\n", "vcrpy cassette version 2 is not supported"),
         ("interactions:\n- 3\nversion: 1\n", "interaction 1: an interaction must be a mapping"),
         (
-            "interactions:\n- request: {method: GET, uri: 'https://api.example.test/'}\n"
+            "interactions:\n- request: {method: GET, uri: 'https://api.example.test/', body: ''}\n"
             "  response: {status: {code: 99}}\nversion: 1\n",
             "interaction 1: the response status code must be an HTTP status, got 99",
         ),
@@ -234,10 +253,11 @@ def test_unreadable_vcr_cassettes_exit_2_and_write_nothing(
     assert list(tmp_path.iterdir()) == [source]  # no temporary file left behind either
 
 
-def test_a_body_over_16_mib_is_refused() -> None:
+def test_a_body_over_16_mib_is_refused(tmp_path: Path) -> None:
     data = _vcr_dict("x" * (16 * 1024 * 1024 + 1), {})
     with pytest.raises(VcrImportError, match=r"interaction 1: response body over 16 MiB"):
-        vcr_to_exchanges(data, "big.yaml")
+        _converted(tmp_path, json.dumps(data), "big.json")
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_an_existing_output_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -265,3 +285,462 @@ def test_missing_and_non_text_sources_exit_2(
     result = run(capsys, "convert", binary, tmp_path / "out.jsonl")
     assert_one_line_error(result)
     assert "not UTF-8 text" in result.err
+
+
+# --- migration that never converts wrongly ---------------------------------------------------
+
+
+def _interaction(request: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    base_request = {"method": "GET", "uri": "https://api.example.test/v1/x", "headers": {}}
+    base_response = {"status": {"code": 200, "message": "OK"}, "headers": {}}
+    return {"request": {**base_request, **request}, "response": {**base_response, **response}}
+
+
+def _refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: Any) -> str:
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+    source.write_text(data if isinstance(data, str) else _yaml(data))
+    result = run(capsys, "convert", source, target)
+    assert_one_line_error(result)
+    assert not target.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vcr.yaml"]  # no temporary left
+    return result.err
+
+
+def test_a_body_in_a_form_convert_does_not_know_is_refused_never_emptied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unknown = _interaction({"body": None}, {"body": {"yaml": {"id": 7}}})
+    err = _refusal(tmp_path, capsys, {"interactions": [unknown], "version": 1})
+    assert f"{tmp_path / 'vcr.yaml'}: interaction 1: the response body has no 'string' key" in err
+    assert "(its keys: yaml)" in err
+    bodiless = _interaction({"body": None}, {})
+    err = _refusal(tmp_path, capsys, {"interactions": [bodiless], "version": 1})
+    assert "interaction 1: the response has no body" in err
+    no_request_body = _interaction({}, {"body": {"string": ""}})
+    err = _refusal(tmp_path, capsys, {"interactions": [no_request_body], "version": 1})
+    assert "interaction 1: the request has no 'body' key (its keys: headers, method, uri)" in err
+
+
+def test_pydantic_ai_parsed_bodies_are_read_as_its_deserializer_gives_them(tmp_path: Path) -> None:
+    interaction = _interaction(
+        {"method": "POST", "parsed_body": {"model": "m", "messages": [{"role": "user"}]}},
+        {"parsed_body": {"id": "msg_1", "content": []}},
+    )
+    interaction["request"].pop("body", None)
+    (exchange,) = _converted(tmp_path, {"interactions": [interaction], "version": 1})
+    assert exchange.body == json.dumps({"model": "m", "messages": [{"role": "user"}]}).encode()
+    assert exchange.response_body == b'{"id": "msg_1", "content": []}'
+
+
+def test_a_decoded_body_still_tagged_gzip_is_stored_plain_with_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # vcrpy 9 with urllib3 2 / aiohttp (and vcrpy's own old_httpx_format_gzip.yaml): the body
+    # is already decoded but content-encoding: gzip stayed; httpx would fail to decode it.
+    tagged = _interaction(
+        {"body": None},
+        {
+            "headers": {"Content-Encoding": ["gzip"], "Content-Type": ["application/json"]},
+            "body": {"string": '{"ok": true}'},
+        },
+    )
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+    source.write_text(_yaml({"interactions": [tagged], "version": 1}))
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result
+    assert result.err == (
+        f"sakura-http convert: note: {source}: interaction 1: the body was stored already "
+        "decoded but still tagged with content-encoding (as vcrpy 9 does with urllib3 2 and "
+        "aiohttp); stored it decoded and dropped the header\n"
+    )
+    (exchange,) = load_cassette(target).exchanges
+    assert exchange.response_headers == (("content-type", "application/json"),)
+    assert exchange.response_body == b'{"ok": true}'
+
+
+def test_a_gzip_tagged_body_that_is_neither_gzip_nor_text_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tagged = _interaction(
+        {"body": None},
+        {"headers": {"Content-Encoding": ["gzip"]}, "body": {"string": b"\xff\xfe\x00junk"}},
+    )
+    err = _refusal(tmp_path, capsys, {"interactions": [tagged], "version": 1})
+    assert "interaction 1: the response says content-encoding: gzip, but its body is" in err
+    assert "no client could read" in err
+
+
+@pytest.mark.parametrize(
+    ("content_type", "expected"),
+    [
+        ("application/json", b'{"q": "tea", "n": 2}'),
+        ("application/x-www-form-urlencoded", b"q=tea&n=2"),
+    ],
+)
+def test_aiohttp_mapping_request_bodies_are_encoded_as_aiohttp_sent_them(
+    tmp_path: Path, content_type: str, expected: bytes
+) -> None:
+    interaction = _interaction(
+        {
+            "method": "POST",
+            "headers": {"Content-Type": [content_type]},
+            "body": {"q": "tea", "n": 2},
+        },
+        {"body": {"string": "ok"}},
+    )
+    (exchange,) = _converted(tmp_path, {"interactions": [interaction], "version": 1})
+    assert exchange.body == expected
+
+
+def test_an_aiohttp_mapping_body_without_a_content_type_says_what_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    interaction = _interaction({"method": "POST", "body": {"q": "tea"}}, {"body": {"string": ""}})
+    err = _refusal(tmp_path, capsys, {"interactions": [interaction], "version": 1})
+    assert "interaction 1: the request body is a mapping (keys: q)" in err
+    assert "Add a content-type request header" in err
+    assert "'string'" not in err
+
+
+def test_a_bare_integer_status_is_accepted(tmp_path: Path) -> None:
+    interaction = _interaction({"body": None}, {"status": 204, "body": {"string": ""}})
+    (exchange,) = _converted(tmp_path, {"interactions": [interaction], "version": 1})
+    assert exchange.status == 204
+
+
+@pytest.mark.parametrize("value", [True, 3, {"nested": "x"}, None])
+def test_header_values_that_are_not_text_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: Any
+) -> None:
+    interaction = _interaction(
+        {"body": None}, {"headers": {"X-Flag": [value]}, "body": {"string": ""}}
+    )
+    err = _refusal(tmp_path, capsys, {"interactions": [interaction], "version": 1})
+    assert "interaction 1: response header 'X-Flag' has a" in err
+    assert "not text" in err
+
+
+def test_echoes_of_dropped_credentials_are_redacted_as_recording_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The same code, not a copy: the engine's redactor is the one that sees the echo.
+    from sakura_http._policy import Redactor
+
+    seen: list[bytes] = []
+    engine_body = Redactor.body
+
+    def spy(self: Redactor, body: bytes, *args: Any, **kwargs: Any) -> bytes:
+        seen.append(body)
+        return engine_body(self, body, *args, **kwargs)
+
+    monkeypatch.setattr(Redactor, "body", spy)
+    token = "tok_live_5f2b9c1d7e3a"
+    interaction = _interaction(
+        {"body": None, "headers": {"Authorization": [f"Bearer {token}"]}},
+        {
+            "headers": {"X-Echo": [token], "Set-Cookie": ["s=1"]},
+            "body": {"string": f'{{"you_sent": "{token}"}}'},
+        },
+    )
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+    source.write_text(_yaml({"interactions": [interaction], "version": 1}))
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result
+    assert "(set-cookie redacted in 1; echoed credentials redacted in 1)" in result.out
+    assert token.encode() not in target.read_bytes()
+    (exchange,) = load_cassette(target).exchanges
+    assert exchange.response_body == b'{"you_sent": "<redacted>"}'
+    assert exchange.response_headers == (("x-echo", "<redacted>"), ("set-cookie", "<redacted>"))
+    assert f'{{"you_sent": "{token}"}}'.encode() in seen
+
+
+def test_a_conversion_that_does_not_replay_as_the_source_says_is_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Break the recording engine on purpose: the check by replay must catch it.
+    from sakura_http import _session
+
+    real = _session.encode_exchange
+
+    def corrupting(exchange: Exchange) -> bytes:
+        return real(replace(exchange, response_body=exchange.response_body + b"!"))
+
+    monkeypatch.setattr(_session, "encode_exchange", corrupting)
+    err = _refusal(tmp_path, capsys, VCR_YAML)
+    assert "interaction 1: verification failed: the converted exchange replays a 23-byte body" in (
+        err
+    )
+
+
+@pytest.fixture(params=["libyaml", "pure-python"])
+def yaml_loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run the test with libyaml's loader (when PyYAML has it) and with the pure-Python one."""
+    from sakura_http.cli import _foreign
+
+    if request.param == "pure-python":
+        monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    elif not yaml.__with_libyaml__:
+        pytest.skip("PyYAML is built without libyaml here")
+    _foreign._yaml_loader.cache_clear()
+    yield request.param
+    _foreign._yaml_loader.cache_clear()
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_yaml_alias_bombs_are_refused_without_expanding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The 633-byte file that ran past 60 s and 2.4 GB: nine levels of nine aliases.
+    lines = ['a0: &a0 ["lol"]']
+    for level in range(1, 10):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 9) + "]")
+    text = "\n".join(lines) + "\ninteractions:\n- *a9\nversion: 1\n"
+    assert len(text) < 1000
+    err = _refusal(tmp_path, capsys, text)
+    assert "refused YAML aliases that expand the" in err
+    assert "alias bomb" in err
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_ordinary_yaml_aliases_still_convert(tmp_path: Path) -> None:
+    # yaml.dump writes an anchor for an object it meets twice, e.g. a shared header list.
+    shared = ["application/json"]
+    interaction = _interaction(
+        {"body": None, "headers": {"Accept": shared}},
+        {"headers": {"Content-Type": shared}, "body": {"string": "{}"}},
+    )
+    text = _yaml({"interactions": [interaction], "version": 1})
+    assert "&id001" in text
+    (exchange,) = _converted(tmp_path, text)
+    assert exchange.headers == (("accept", "application/json"),)
+
+
+def test_libyaml_is_used_when_present_and_the_pure_loader_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sakura_http.cli import _foreign
+
+    _foreign._yaml_loader.cache_clear()
+    if yaml.__with_libyaml__:
+        assert issubclass(_foreign._yaml_loader()[1], yaml.CSafeLoader)
+    monkeypatch.delattr(yaml, "CSafeLoader", raising=False)
+    _foreign._yaml_loader.cache_clear()
+    try:
+        assert issubclass(_foreign._yaml_loader()[1], yaml.SafeLoader)
+        assert len(_converted(tmp_path, VCR_YAML)) == 2
+    finally:
+        _foreign._yaml_loader.cache_clear()
+
+
+def test_without_pyyaml_yaml_needs_the_vcr_extra_and_json_still_converts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sakura_http.cli import _foreign
+
+    monkeypatch.setitem(sys.modules, "yaml", None)  # import yaml raises ImportError
+    _foreign._yaml_loader.cache_clear()
+    try:
+        err = _refusal(tmp_path, capsys, VCR_YAML)
+        assert "reading YAML cassettes needs PyYAML" in err
+        assert 'pip install "sakura-http[vcr]"' in err
+        data = _vcr_dict('{"ok": true}', {})
+        (exchange,) = _converted(tmp_path, json.dumps(data), "vcr.json")
+        assert exchange.response_body == b'{"ok": true}'
+    finally:
+        _foreign._yaml_loader.cache_clear()
+
+
+CASSETTER_YAML = """\
+version: 1
+interactions:
+- request:
+    method: POST
+    uri: https://api.example.test/v1/echo
+    headers:
+      content-type:
+      - application/json
+    body:
+      type: json
+      content:
+        text: café
+  response:
+    status: 201
+    headers:
+      content-type:
+      - application/json
+    body:
+      type: json
+      content:
+        id: 1
+        ok: true
+  recorded_at: '2026-01-01T00:00:00Z'
+- request:
+    method: PUT
+    uri: https://api.example.test/v1/blob
+    headers: {}
+    body:
+      type: binary
+      content: deadbeef00ff
+  response:
+    status: 204
+    headers: {}
+    body:
+      type: none
+  recorded_at: '2026-01-02T00:00:00Z'
+"""
+
+CASSETTER_TOML = """\
+version = 1
+
+[[interactions]]
+recorded_at = "2026-02-01T00:00:00Z"
+
+[interactions.request]
+method = "GET"
+uri = "https://api.example.test/v1/text"
+body_type = "none"
+
+[interactions.request.headers]
+accept = ["text/plain"]
+
+[interactions.response]
+status = 200
+body_type = "text"
+body_content = "café"
+
+[interactions.response.headers]
+content-type = ["text/plain; charset=utf-8"]
+"""
+
+
+def test_cassetter_yaml_and_toml_cassettes_are_imported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = _converted(tmp_path, CASSETTER_YAML, "cassetter.yaml")
+    assert (first.method, first.status) == ("POST", 201)
+    assert first.body == '{"text":"café"}'.encode()
+    assert first.response_body == b'{"id":1,"ok":true}'
+    assert (second.body, second.status, second.response_body) == (
+        bytes.fromhex("deadbeef00ff"),
+        204,
+        b"",
+    )
+    (text,) = _converted(tmp_path, CASSETTER_TOML, "cassetter.toml")
+    assert text.headers == (("accept", "text/plain"),)
+    assert text.response_body == "café".encode()
+
+
+def test_cassetter_grpc_and_websocket_interactions_are_refused_not_dropped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = CASSETTER_YAML + "ws_interactions:\n- uri: wss://ws.example.test/\n  frames: []\n"
+    err = _refusal(tmp_path, capsys, text)
+    assert "this cassetter cassette also holds 1 WebSocket interaction(s)" in err
+    assert "converting would silently drop them" in err
+
+
+def test_many_files_and_directories_give_a_per_file_outcome_and_a_total(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sources = tmp_path / "cassettes"
+    (sources / "nested").mkdir(parents=True)
+    (sources / "invoices.yaml").write_text(VCR_YAML)
+    (sources / "nested" / "text.toml").write_text(CASSETTER_TOML)
+    (sources / "broken.yaml").write_text("interactions: [\n")
+    (sources / "notes.txt").write_text("not a cassette, not looked at")
+    out = tmp_path / "converted"
+    result = run(capsys, "convert", sources, out)
+    assert result.code == 2
+    assert result.out.splitlines()[-1] == "converted 2 of 3 files (3 exchanges); 1 refused"
+    assert f"wrote {out / 'invoices.jsonl'}: 2 exchanges from {sources / 'invoices.yaml'}" in (
+        result.out
+    )
+    assert f"wrote {out / 'nested' / 'text.jsonl'}: 1 exchange from" in result.out
+    assert f"sakura-http convert: error: {sources / 'broken.yaml'}:" in result.err
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "invoices.jsonl",
+        "nested",
+        "nested/text.jsonl",
+    ]
+    (sources / "broken.yaml").unlink()
+    again = run(capsys, "convert", "--force", sources / "invoices.yaml", sources / "nested", out)
+    assert again.code == 0
+    assert again.out.splitlines()[-1] == "converted 2 of 2 files (3 exchanges); 0 refused"
+
+
+def test_pyyaml_is_imported_only_by_convert_of_a_yaml_file() -> None:
+    import subprocess
+
+    code = (
+        "import sys; from sakura_http.cli import main; "
+        "main(['show', '--help']); assert 'yaml' not in sys.modules, 'yaml imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_many_files_show_progress_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sources = tmp_path / "cassettes"
+    sources.mkdir()
+    for number in range(10):
+        (sources / f"c{number}.yaml").write_text(VCR_YAML)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    result = run(capsys, "convert", sources, tmp_path / "out")
+    assert result.code == 0
+    assert "\r\x1b[K[10/10] " in result.err
+    assert result.out.splitlines()[-1] == "converted 10 of 10 files (20 exchanges); 0 refused"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)  # a pipe or a CI log: no progress
+    assert "\x1b" not in run(capsys, "convert", "--force", sources, tmp_path / "out").err
+
+
+def test_a_cassette_vcrpy_recorded_converts_and_replays_as_vcrpy_replays_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Real parts end to end: vcrpy records httpx traffic to a server on 127.0.0.1, convert
+    # imports it, and RecordingTransport replays what vcrpy replays, credentials aside.
+    vcr = pytest.importorskip("vcr")
+    import httpx
+
+    from sakura_http import RecordingTransport
+    from tests.servers import start_echo_server
+
+    token = "tok_live_0a1b2c3d4e5f"
+    source, target = tmp_path / "vcr.yaml", tmp_path / "out.jsonl"
+
+    def calls(client: httpx.Client, base: str) -> list[httpx.Response]:
+        auth = {"authorization": f"Bearer {token}"}
+        return [
+            client.get(f"{base}/v1/items?page=2", headers=auth),
+            client.post(f"{base}/v1/items", json={"name": "tea"}, headers=auth),
+            client.get(f"{base}/v1/items?page=2", headers=auth),
+        ]
+
+    recorder = vcr.VCR(record_mode="once")
+    with start_echo_server() as server, recorder.use_cassette(str(source)), httpx.Client() as c:
+        recorded = calls(c, server.url)
+    with recorder.use_cassette(str(source)), httpx.Client() as client:
+        by_vcrpy = calls(client, server.url)  # the server is gone: vcrpy replays
+    assert [r.json()["count"] for r in by_vcrpy] == [r.json()["count"] for r in recorded]
+
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result
+    assert token.encode() not in target.read_bytes()
+    transport = RecordingTransport(target, secret_headers=["authorization"])
+    with httpx.Client(transport=transport) as client:
+        by_sakura = calls(client, server.url)
+    for ours, theirs in zip(by_sakura, by_vcrpy, strict=True):
+        assert ours.status_code == theirs.status_code
+        expected = theirs.json()
+        expected["headers"]["authorization"] = "<redacted>"  # the echoed credential
+        assert ours.json() == expected
+        assert ours.headers["x-echo-auth"] == "<redacted>"
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_a_yaml_alias_that_refers_to_itself_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _refusal(tmp_path, capsys, "loop: &loop [*loop]\ninteractions: []\nversion: 1\n")
+    assert ":1: refused a YAML alias that refers to itself" in err

@@ -10,7 +10,15 @@ import pytest
 
 from sakura_http._format import CassetteContent, Exchange, FaultInfo
 from sakura_http.cli._diff import diff_cassettes
-from tests.cli_support import assert_one_line_error, items, message, outage, run, write_cassette
+from tests.cli_support import (
+    JSON,
+    assert_one_line_error,
+    items,
+    message,
+    outage,
+    run,
+    write_cassette,
+)
 
 
 def _diff(
@@ -106,7 +114,10 @@ def test_binary_bodies_are_compared_by_size(
     code, out = _diff(tmp_path, capsys, [old], [new])
     assert code == 1
     assert "    response_body: 3 B -> 4 B" in out.splitlines()
-    assert "        binary body: 3 -> 4 bytes" in out.splitlines()
+    assert (
+        "        binary body: 3 -> 4 bytes (sha256 942e1e2a66a4 -> 0c252d844a81)"
+        in out.splitlines()
+    )
 
 
 def test_without_ids_exchanges_pair_by_match_key_and_ordinal(
@@ -141,16 +152,65 @@ def test_volatile_request_headers_keep_the_pairing(
     ]
 
 
-def test_a_changed_request_is_removed_and_added(
+def test_a_changed_request_pairs_by_method_and_url_with_a_body_diff(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    new = message(body=b'{"model":"test-model","max_tokens":6}')
-    code, out = _diff(tmp_path, capsys, [message()], [new])
+    # An LLM prompt edited by one word: replay would not find the old recording, but for the
+    # reviewer it is the same call, so it is one changed exchange showing both body diffs.
+    def ask(prompt: str, answer: str) -> Exchange:
+        return message(
+            body=f'{{"model":"test-model","messages":[{{"role":"user","content":"{prompt}"}}]}}'.encode(),
+            response_headers=JSON,
+            response_body=f'{{"content":[{{"text":"{answer}"}}],"id":"msg_1"}}'.encode(),
+            chunks=None,
+        )
+
+    old = [ask("Name a red fruit", "Apple"), items()]
+    new = [items(), ask("Name a yellow fruit", "Banana")]
+    code, out = _diff(tmp_path, capsys, old, new)
     assert code == 1
-    assert out.splitlines()[:2] == [
-        "removed #1 POST https://api.example.test/v1/messages -> 200",
-        "added   #1 POST https://api.example.test/v1/messages -> 200",
+    assert out.splitlines() == [
+        "changed #2 POST https://api.example.test/v1/messages -> 200 (was #1) "
+        "(the request changed)",
+        "    body: 80 B -> 83 B",
+        "        --- old",
+        "        +++ new",
+        "        @@ -3,3 +3,3 @@",
+        "             {",
+        '        -      "content": "Name a red fruit",',
+        '        +      "content": "Name a yellow fruit",',
+        '               "role": "user"',
+        "    response_body: 43 B -> 44 B",
+        "        --- old",
+        "        +++ new",
+        "        @@ -3,3 +3,3 @@",
+        "             {",
+        '        -      "text": "Apple"',
+        '        +      "text": "Banana"',
+        "             }",
+        "0 added, 0 removed, 1 changed, 1 unchanged",
     ]
+    _, out = _diff(tmp_path, capsys, old, new, "--json")
+    (changed,) = json.loads(out)["changed"]
+    assert changed["pairing"] == "method and url"
+    assert [change["field"] for change in changed["changes"]] == ["body", "response_body"]
+
+
+def test_ignore_header_hides_noise(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def dated(day: str, request_id: str) -> Exchange:
+        return items(
+            response_headers=(*JSON, ("date", day), ("x-request-id", request_id)),
+            headers=(("accept", "application/json"), ("x-trace", request_id)),
+        )
+
+    old, new = dated("Mon, 30 Nov 2026", "r-1"), dated("Tue, 01 Dec 2026", "r-2")
+    code, out = _diff(tmp_path, capsys, [old], [new], "--ignore-header", "Date")
+    assert code == 1
+    assert "date" not in out
+    assert "    response header x-request-id: 'r-1' -> 'r-2'" in out.splitlines()
+    options = ["--ignore-header", "date", "--ignore-header", "x-request-id"]
+    code, out = _diff(tmp_path, capsys, [old], [new], *options, "--ignore-header", "x-trace")
+    assert (code, out) == (0, "no differences (0 added, 0 removed, 0 changed, 1 unchanged)\n")
 
 
 def test_a_moved_exchange_says_where_it_was(
@@ -231,6 +291,7 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
             {
                 "old": summary,
                 "new": {**summary, "status": 500},
+                "pairing": "id",
                 "changes": [{"field": "status", "old": 200, "new": 500}],
             }
         ],
@@ -276,3 +337,26 @@ def test_unreadable_inputs_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert_one_line_error(result)
         assert result.err.startswith("sakura-http diff: error: ")
         assert result.out == ""
+
+
+def test_a_multipart_boundary_outside_latin_1_neither_crashes_loading_nor_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by fuzzing: the boundary was encoded as Latin-1, so "☃" raised UnicodeEncodeError
+    # from _matching.py both when a transport indexed the cassette and in `sakura-http diff`.
+    boundary = "b☃undary"
+    upload = Exchange(
+        method="POST",
+        url="https://api.example.test/v1/files",
+        headers=(("content-type", f"multipart/form-data; boundary={boundary}"),),
+        body=f'--{boundary}\r\ncontent-disposition: form-data; name="a"\r\n\r\n1\r\n'
+        f"--{boundary}--\r\n".encode(),
+        status=201,
+    )
+    path = write_cassette(tmp_path / "upload.jsonl", [upload])
+    from sakura_http import RecordingTransport
+
+    with RecordingTransport(path) as transport:
+        assert transport.unplayed() == [upload]
+    code, out = _diff(tmp_path, capsys, [upload], [upload])
+    assert (code, out) == (0, "no differences (0 added, 0 removed, 0 changed, 1 unchanged)\n")

@@ -307,3 +307,146 @@ def test_unreadable_files_exit_2_after_the_others_are_linted(
     assert json.loads(result.out)["unreadable"] == [
         {"path": str(tmp_path), "reason": "cannot read it (Is a directory)"}
     ]
+
+
+# --- foreign cassettes and credential shapes ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "kind"),
+    [
+        (
+            "vcr.yaml",
+            "interactions:\n- request:\n    body: null\n    method: GET\n    uri: "
+            "https://api.example.test/\n  response:\n    body:\n      string: ''\n    status:\n"
+            "      code: 200\nversion: 1\n",
+            "vcrpy",
+        ),
+        ("vcr.json", '{"interactions": [], "version": 1}', "vcrpy"),
+        ("vcr-pretty.json", '{\n    "interactions": [],\n    "version": 1\n}\n', "vcrpy"),
+        (
+            "cassetter.yaml",
+            "version: 1\ninteractions:\n- request:\n    method: GET\n    uri: "
+            "https://api.example.test/\n    body:\n      type: none\n  response:\n"
+            "    status: 200\n    body:\n      type: none\n",
+            "cassetter",
+        ),
+        (
+            "cassetter.toml",
+            'version = 1\n\n[[interactions]]\n\n[interactions.request]\nmethod = "GET"\n',
+            "cassetter",
+        ),
+    ],
+)
+def test_foreign_cassettes_get_the_advice_to_convert_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, text: str, kind: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    result = run(capsys, "lint", path)
+    assert result.code == 1
+    assert result.out.splitlines() == [
+        f"{path}: error: this looks like a {kind} cassette, which sakura-http cannot replay as it "
+        f"is; import it with `sakura-http convert {path} OUT.jsonl` [foreign]",
+        "1 file checked: 1 error, 0 warnings",
+    ]
+    assert "pytest --record-all" not in result.out
+
+
+CREDENTIAL_SHAPES = {
+    "a Google API key": "AIzaFakeTest000000000000000000000000000",
+    "a GitLab token": "glpat-faketest0000000000000",
+    "a GitHub token": "github_pat_faketest000000000000000000",
+    "a Stripe key": "sk_test_faketest00000000000000",
+    "a Hugging Face token": "hf_faketest0000000000000000000000000",
+    "a Slack token": "xoxe-fake-test-0000000000",
+}
+
+
+@pytest.mark.parametrize(("shape", "secret"), sorted(CREDENTIAL_SHAPES.items()))
+def test_more_provider_token_prefixes_are_found(shape: str, secret: str) -> None:
+    assert [(found.name, value) for found, value in find_secrets(f"x {secret} y")] == [
+        (shape, secret)
+    ]
+
+
+def _lint_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], exchange: Exchange
+) -> tuple[int, str]:
+    path = write_cassette(tmp_path / "c.jsonl", [exchange])
+    result = run(capsys, "lint", "--json", path)
+    return result.code, result.out
+
+
+def test_url_userinfo_is_an_error_and_is_masked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exchange = items(url="https://alice:fake-test-hunter2@api.example.test/v1/items")
+    code, out = _lint_one(tmp_path, capsys, exchange)
+    assert code == 1
+    assert "fake-test-hunter2" not in out
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["check"], finding["field"], finding["severity"]) == (
+        "url-credentials",
+        "url",
+        "error",
+    )
+    assert finding["excerpt"] == "alice...(23 chars)"
+
+
+@pytest.mark.parametrize(
+    "query", ["key", "api_key", "apikey", "access_token", "token", "client_secret", "sig"]
+)
+def test_credential_query_parameters_are_found_unless_redacted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    leaked = items(url=f"https://api.example.test/v1/items?page=2&{query}=fake-test-value-9")
+    code, out = _lint_one(tmp_path, capsys, leaked)
+    assert code == 0  # a warning: fails only with --strict
+    assert "fake-test-value-9" not in out
+    (finding,) = json.loads(out)["findings"]
+    assert finding["field"] == "url"
+    assert "a credential query parameter" in finding["message"]
+    for redacted in ("<redacted>", "%3Credacted%3E"):
+        clean = items(url=f"https://api.example.test/v1/items?{query}={redacted}&page=2")
+        assert json.loads(_lint_one(tmp_path, capsys, clean)[1])["findings"] == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"grant_type=client_credentials&client_secret=fake-test-secret-1",
+        b"api_key=fake-test-secret-1&q=tea",
+        b'{"model": "m", "api_key": "fake-test-secret-1"}',
+    ],
+)
+def test_credential_body_fields_are_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes
+) -> None:
+    code, out = _lint_one(tmp_path, capsys, message(body=body, chunks=None))
+    assert code == 0
+    assert "fake-test-secret-1" not in out
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["field"], finding["check"]) == ("body", "secret")
+    assert "looks like a credential" in finding["message"]
+    assert finding["excerpt"] == "fake...(18 chars)"
+    clean = message(body=b'{"api_key": "<redacted>"}', chunks=None)
+    assert json.loads(_lint_one(tmp_path, capsys, clean)[1])["findings"] == []
+
+
+def test_credential_headers_are_whatever_recording_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Lint keeps no list of its own: widen the recording rules and lint follows.
+    from sakura_http import _policy
+
+    exchange = items(headers=(("x-tenant-region", "fake-test-region-eu"),))
+    assert json.loads(_lint_one(tmp_path, capsys, exchange)[1])["findings"] == []
+    monkeypatch.setattr(
+        _policy, "CREDENTIAL_HEADERS", _policy.CREDENTIAL_HEADERS | {"x-tenant-region"}
+    )
+    code, out = _lint_one(tmp_path, capsys, exchange)
+    assert code == 1
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["check"], finding["field"]) == ("credential-header", "headers.x-tenant-region")
+    assert "fake-test-region-eu" not in out

@@ -108,3 +108,42 @@ def test_a_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert_one_line_error(result)
     assert result.err == f"sakura-http repair: error: {tmp_path / 'missing.jsonl'}: no such file\n"
     assert not (tmp_path / "missing.jsonl").exists()
+
+
+def test_a_file_with_cr_only_line_endings_is_refused_not_emptied(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Found by adversarial testing: with no "\n" at all, the whole file looked like one torn
+    # last line, and repair cut every complete exchange (keeping only the backup).
+    path = tmp_path / "c.jsonl"
+    original = cassette_bytes([items(), message()]).replace(b"\n", b"\r")
+    path.write_bytes(original)
+    result = run(capsys, "repair", path)
+    assert result.code == 1
+    assert "CR-only line endings" in result.err
+    assert "nothing was changed" in result.err
+    assert path.read_bytes() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
+
+
+def test_repair_holds_the_append_lock(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Repair reads, cuts and truncates under the lock recorders append under, so an append
+    # racing a repair waits for it instead of landing before a truncate that would cut it.
+    import threading
+
+    from sakura_http._cassette import locked
+    from sakura_http.cli._repair import repair_cassette
+
+    path = tmp_path / "c.jsonl"
+    healthy = cassette_bytes([items()])
+    path.write_bytes(healthy + TORN)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (repair_cassette(path), done.set()))
+    with locked(path):
+        worker.start()
+        # Cannot pass while the lock is held; a missing lock shows up as a repaired file here.
+        assert not done.wait(0.5)
+        assert path.read_bytes() == healthy + TORN
+    worker.join(timeout=60)
+    assert done.is_set()
+    assert path.read_bytes() == healthy

@@ -1,5 +1,5 @@
-"""URL canonicalization and secret query parameters (`_matching`), and what the transport
-writes and matches because of them; explaining a miss: which recorded exchanges are named as
+"""`_matching`: URL canonicalization and secret query parameters (and what the transport
+writes and matches because of them); explaining a miss: which recorded exchanges are named as
 the nearest, and in which order."""
 
 from __future__ import annotations
@@ -9,10 +9,18 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, canonical_url
 from sakura_http._format import Exchange
-from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
+from sakura_http._matching import (
+    DEFAULT_IGNORE_HEADERS,
+    MatchRules,
+    RequestData,
+    _canonical_url,
+    explain_miss,
+)
 
 
 @pytest.mark.parametrize(
@@ -71,9 +79,28 @@ def test_credentials_in_urls_never_reach_the_cassette(tmp_path: Path) -> None:
         assert "ANOTHER-KEY-value" not in str(caught.value)
 
 
+# Pieces that meet every rule of canonicalization: case, escapes, ports, userinfo, fragments.
+_URL_PARTS = st.lists(
+    st.sampled_from(
+        ["http", "https", "HTTP", "://", "a", "B", "0", ".", "-", ":", "80", "443", "080", "8080",
+         "/", "?", "&", "=", "%", "%7e", "%2F", "#", "@", "~", " ", "\t", "é", "[::1]", "key"]
+    ),
+    max_size=14,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(url=_URL_PARTS | _URL_PARTS.map(lambda rest: "http://h.example" + rest))
+def test_the_plain_url_shortcut_agrees_with_full_canonicalization(url: str) -> None:
+    # canonical_url returns a URL that needs no change without parsing it: it must say exactly
+    # what the full canonicalization says, with and without secret query parameters.
+    for secrets in (frozenset(), DEFAULT_SECRET_QUERY_PARAMS):
+        assert canonical_url(url, secrets) == _canonical_url(url, secrets)
+
+
 # --- explaining a miss ---------------------------------------------------------------------
 
-MESSAGES = "https://api.example.test/v1/messages"
+MESSAGES_URL = "https://api.example.test/v1/messages"
 JSON = (("content-type", "application/json"),)
 RULES = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset())
 
@@ -84,12 +111,14 @@ def message(**fields: object) -> bytes:
     return json.dumps(body).encode()
 
 
-def post(body: bytes, headers: tuple[tuple[str, str], ...] = JSON, url: str = MESSAGES) -> Exchange:
+def post(
+    body: bytes, headers: tuple[tuple[str, str], ...] = JSON, url: str = MESSAGES_URL
+) -> Exchange:
     return Exchange("POST", url, headers=headers, body=body)
 
 
 def request(body: bytes, headers: tuple[tuple[str, str], ...] = JSON) -> RequestData:
-    return RequestData("POST", MESSAGES, headers, body, "api.example.test", 443)
+    return RequestData("POST", MESSAGES_URL, headers, body, "api.example.test", 443)
 
 
 def nearest(req: RequestData, exchanges: list[Exchange]) -> list[int]:
@@ -119,7 +148,7 @@ def test_fewer_differing_parts_rank_before_a_closer_body() -> None:
 
 def test_method_and_path_first() -> None:
     exchanges = [
-        Exchange("GET", MESSAGES, headers=JSON, body=message()),
+        Exchange("GET", MESSAGES_URL, headers=JSON, body=message()),
         post(message(), url="https://api.example.test/v1/other"),
         post(message(model="x", max_tokens=1, temperature=1.0)),
     ]

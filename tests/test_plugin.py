@@ -338,6 +338,11 @@ class TestGroup:
         "def test_nearest(sakura_fixtures, pytestconfig):\n"
         "    assert sakura_fixtures == pytestconfig.rootpath / 'tests' / 'fixtures'\n"
     )
+    # The cassettes exist (empty): a transport no request went through, on a cassette that
+    # does not exist, fails the test (test_llm_fixtures.py).
+    (project.path / "tests" / "fixtures" / "test_app").mkdir(parents=True)
+    for name in ("test_param[gpt-4o-mini].jsonl", "TestGroup.test_method.jsonl"):
+        (project.path / "tests" / "fixtures" / "test_app" / name).touch()
     project.runpytest().assert_outcomes(passed=4)
 
 

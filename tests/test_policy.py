@@ -284,8 +284,8 @@ def test_encoded_echoes_never_reach_the_file(drive: Driver, tmp_path: Path) -> N
         assert form.encode() not in data
     first, second = lines(path)
     assert ["location", "https://cb.example.test/done?t=<redacted>"] in first["response_headers"]
+    # While recording the client follows the live location; the next hop is written redacted.
     assert second["url"] == "https://cb.example.test/done?t=%3Credacted%3E"
-    # While recording, the client follows the live location (with the token) to the next hop.
     assert second["error"]["message"] == "refused for https://cb.example.test/done?t=<redacted>"
     # The redirect replays: the redacted location leads to the URL written.
     with pytest.raises(drive.lib.ConnectError):

@@ -331,3 +331,60 @@ def test_a_scrubbed_value_never_reaches_the_file(tmp_path: Path, value: str, chu
     data = path.read_bytes()
     assert marker.encode() not in data
     assert json.dumps(marker).encode()[1:-1] not in data
+
+
+# --- what a miss says --------------------------------------------------------------------------
+
+
+def _miss(tmp_path: Path, record: dict[str, Any], send: dict[str, Any], **options: Any) -> str:
+    path = tmp_path / "miss.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    with RecordingTransport(path, outer=outer, mode="new_episodes", **options) as transport:
+        httpx.Client(transport=transport).request(**record)
+    with RecordingTransport(path, **options) as replay, pytest.raises(CassetteMiss) as caught:
+        httpx.Client(transport=replay).request(**send)
+    return str(caught.value)
+
+
+def test_a_miss_names_the_query_rule_to_add(tmp_path: Path) -> None:
+    message = _miss(
+        tmp_path,
+        {"method": "GET", "url": URL + "?q=ada&ts=1"},
+        {"method": "GET", "url": URL + "?q=ada&ts=2"},
+    )
+    assert 'only query parameter `ts` differs; if it changes on every run, ignore it with ' \
+        'Rules(ignore_query=["ts"])' in message  # fmt: skip
+
+
+def test_a_miss_names_the_json_rule_to_add(tmp_path: Path) -> None:
+    message = _miss(
+        tmp_path,
+        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"user_id": "u1"}}},
+        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"user_id": "u2"}}},
+    )
+    assert 'only `metadata.user_id` differs; if it changes on every run, ignore it with ' \
+        'Rules(ignore_json=["metadata.user_id"])' in message  # fmt: skip
+
+
+def test_a_miss_after_rules_reports_what_still_differs(tmp_path: Path) -> None:
+    message = _miss(
+        tmp_path,
+        {"method": "GET", "url": URL + "?q=ada&ts=1"},
+        {"method": "GET", "url": URL + "?q=bob&ts=2"},
+        rules=Rules(ignore_query=["ts"]),
+    )
+    assert f"url: request {URL}?q=bob, recorded {URL}?q=ada" in message
+    assert "`q`" in message
+
+
+def test_a_changed_sdk_api_version_is_explained(tmp_path: Path) -> None:
+    message = _miss(
+        tmp_path,
+        {"method": "POST", "url": URL, "headers": {"anthropic-version": "2023-06-01"}},
+        {"method": "POST", "url": URL, "headers": {"anthropic-version": "2026-10-21"}},
+    )
+    assert "only anthropic-version differs: it is the API version the Anthropic SDK asks for" in (
+        message
+    )
+    assert 'default_headers={"anthropic-version": "2023-06-01"}' in message
+    assert "Re-record the cassette" in message

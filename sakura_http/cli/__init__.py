@@ -1,4 +1,4 @@
-"""The `sakura-http` command: show, diff, lint, convert and repair cassettes.
+"""The `sakura-http` command: show, diff, lint, convert, repair cassettes, and git-setup.
 
 Exit codes, for every subcommand:
 
@@ -7,14 +7,15 @@ Exit codes, for every subcommand:
   `--strict`; `repair`: a problem it must not fix);
 * 2 - a usage error or an unreadable input, with a one-line reason on stderr.
 
-The subcommands' logic lives in `_lint.py`, `_diff.py`, `_convert.py` and `_repair.py`; this
-module parses arguments and renders results as text or JSON.
+The subcommands' logic lives in `_show.py`, `_diff.py`, `_lint.py`, `_convert.py` (with
+`_foreign.py` reading vcrpy and cassetter files), `_repair.py` and `_git.py`; this module parses
+arguments and renders results as text or JSON.  A new subcommand is one handler function and
+one `command(...)` call in `build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from collections import Counter
@@ -25,12 +26,15 @@ from typing import Any, NoReturn
 import orjson
 
 from .._cassette import load_cassette
-from .._exceptions import CassetteFormatError
-from .._format import CassetteContent, Exchange, Headers
-from ._convert import VcrImportError, convert_vcr_file
+from .._exceptions import CassetteError, CassetteFormatError
+from .._format import CassetteContent, Exchange, parse_cassette
+from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
+from ._git import DRIVER, GitError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
+from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
+from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
 
 __all__ = ["main"]
 
@@ -79,15 +83,6 @@ def _load(path: Path) -> CassetteContent:
         raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} B"
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    raise AssertionError("unreachable")
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -117,29 +112,46 @@ def _markers(exchange: Exchange) -> str:
     return f"  [{', '.join(marks)}]" if marks else ""
 
 
-def _content_type(headers: Headers) -> str:
-    return next((value for name, value in headers if name == "content-type"), "")
-
-
-def _body_lines(headers: Headers, body: bytes) -> list[str]:
+def _textconv(path: Path) -> int:
+    """For git: print whatever can be printed and exit 0, or `git diff` fails as a whole."""
     try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        return [f"<{_size(len(body))} of binary data>"]
-    mime = _content_type(headers).partition(";")[0].strip().lower()
-    if mime == "application/json" or mime.endswith("+json"):
-        with contextlib.suppress(orjson.JSONDecodeError):  # invalid JSON is shown as recorded
-            text = orjson.dumps(orjson.loads(body), option=orjson.OPT_INDENT_2).decode()
-    return text.splitlines()
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        content = parse_cassette(data, path)
+    except CassetteFormatError as exc:
+        _out(f"# sakura-http: not a readable cassette ({exc.problem}); its lines as they are:")
+        sys.stdout.write(data.decode("utf-8", "replace"))
+        if data and not data.endswith(b"\n"):
+            _out()
+        return EXIT_OK
+    for line in textconv_lines(content):
+        _out(line)
+    return EXIT_OK
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.textconv:
+        return _textconv(Path(args.cassette))
     content = _load(Path(args.cassette))
+    if args.json:
+        _dump_json(exchanges_json(content))
+        return EXIT_OK
+    if args.html is not None:
+        target = Path(args.html)
+        page = html_page(content, f"{args.cassette}", _show_totals(content.exchanges))
+        try:
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise _UsageError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+        _out(f"wrote {target}: {_plural(len(content.exchanges), 'exchange')}")
+        return EXIT_OK
     exchanges = content.exchanges
     index_width = len(str(len(exchanges)))
     id_width = max((len(ex.id) for ex in exchanges if ex.id is not None), default=0)
     method_width = max((len(ex.method) for ex in exchanges), default=0)
-    sizes = [(_size(len(ex.body)), _size(len(ex.response_body))) for ex in exchanges]
+    sizes = [(human_size(len(ex.body)), human_size(len(ex.response_body))) for ex in exchanges]
     sent_width = max((len(sent) for sent, _ in sizes), default=0)
     received_width = max((len(received) for _, received in sizes), default=0)
     for index, (ex, (sent, received)) in enumerate(zip(exchanges, sizes, strict=True)):
@@ -158,7 +170,7 @@ def _show(args: argparse.Namespace) -> int:
             ):
                 if body:
                     _out(f"    {label}:")
-                    for line in _body_lines(headers, body):
+                    for line in body_lines(headers, body):
                         _out(f"      {line}".rstrip())
     _out(_show_totals(exchanges))
     return EXIT_OK
@@ -180,7 +192,7 @@ def _show_totals(exchanges: Sequence[Exchange]) -> str:
     sent = sum(len(ex.body) for ex in exchanges)
     received = sum(len(ex.response_body) for ex in exchanges)
     if exchanges:
-        parts.append(f"bodies {_size(sent)} sent, {_size(received)} received")
+        parts.append(f"bodies {human_size(sent)} sent, {human_size(received)} received")
     return "; ".join(parts)
 
 
@@ -198,7 +210,7 @@ def _change_lines(change: Change) -> list[str]:
     if label is not None:
         return [f"{label} {change.name}: {_values(change.old)} -> {_values(change.new)}"]
     if change.diff:
-        head = f"{change.field}: {_size(change.old)} -> {_size(change.new)}"
+        head = f"{change.field}: {human_size(change.old)} -> {human_size(change.new)}"
         return [head, *(f"    {line}" for line in change.diff)]
     name = f" {change.name}" if change.name is not None else ""
     return [f"{change.field}{name}: {change.old!r} -> {change.new!r}"]
@@ -210,8 +222,12 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
     for ref in result.added:
         _out(f"added   {_describe(ref)}")
     for changed in result.changed:
-        moved = "" if changed.old.index == changed.new.index else f" (was #{changed.old.index + 1})"
-        _out(f"changed {_describe(changed.new)}{moved}")
+        notes = []
+        if changed.old.index != changed.new.index:
+            notes.append(f"was #{changed.old.index + 1}")
+        if changed.pairing == "method and url":
+            notes.append("the request changed")
+        _out(f"changed {_describe(changed.new)}{''.join(f' ({note})' for note in notes)}")
         for change in changed.changes:
             for line in _change_lines(change):
                 _out(f"    {line}")
@@ -225,10 +241,50 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
     _out(counts if result else f"no differences ({counts})")
 
 
+def _git_show(revision: str, path: Path) -> CassetteContent:
+    """The cassette `path` at the git `revision`; one the revision lacks is empty."""
+    try:
+        data = show_at_revision(revision, path)
+    except GitError as exc:
+        raise _UsageError(str(exc)) from None
+    try:
+        return parse_cassette(data or b"", f"{revision}:{path}")
+    except CassetteFormatError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+def _diff_inputs(args: argparse.Namespace) -> tuple[CassetteContent, CassetteContent]:
+    paths: list[str] | None = args.git_paths
+    if args.git is not None:  # diff --git REV PATH
+        if args.new is not None:
+            raise _UsageError("with --git REV, name one cassette: diff --git REV PATH")
+        paths, revisions = [args.old], [args.git]
+    elif paths is not None:  # diff REV [REV2] -- PATH
+        revisions = [args.old] if args.new is None else [args.old, args.new]
+    else:
+        if args.new is None:
+            raise _UsageError(
+                "name two cassettes (diff OLD NEW), or a git revision and a cassette "
+                "(diff HEAD -- PATH, or diff --git HEAD PATH); see `sakura-http diff --help`"
+            )
+        if not Path(args.old).exists() and Path(args.new).is_file():
+            raise _UsageError(
+                f"{args.old}: no such file; to compare {args.new} with the git revision "
+                f"{args.old}, run `sakura-http diff {args.old} -- {args.new}`"
+            )
+        return _load(Path(args.old)), _load(Path(args.new))
+    if len(paths) != 1:
+        raise _UsageError("name exactly one cassette after `--`: diff REV -- PATH")
+    path = Path(paths[0])
+    old = _git_show(revisions[0], path)
+    new = _git_show(revisions[1], path) if len(revisions) == 2 else _load(path)
+    return old, new
+
+
 def _diff(args: argparse.Namespace) -> int:
-    old = _load(Path(args.old))
-    new = _load(Path(args.new))
-    result = diff_cassettes(old, new)
+    old, new = _diff_inputs(args)
+    ignore = frozenset(name.lower() for name in args.ignore_header)
+    result = diff_cassettes(old, new, ignore)
     if args.json:
         _dump_json(result.as_dict(verbose=args.verbose))
     else:
@@ -276,36 +332,109 @@ def _lint(args: argparse.Namespace) -> int:
 
 # --- convert ---------------------------------------------------------------------------------
 
+_FOREIGN_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 
-def _convert(args: argparse.Namespace) -> int:
-    source, target = Path(args.vcr), Path(args.out)
-    if not source.is_file():
-        raise _UsageError(f"{source}: no such file")
+
+def _convert_plan(sources: list[Path], out: Path) -> list[tuple[Path, Path]]:
+    """(source, target) pairs: one file to OUT, like `cp`; several files or a directory into
+    the directory OUT (a directory's tree is kept, every output named `<stem>.jsonl`)."""
+    for source in sources:
+        if not source.exists():
+            raise _UsageError(f"{source}: no such file")
+    if len(sources) == 1 and sources[0].is_file() and not out.is_dir():
+        return [(sources[0], out)]
+    pairs: list[tuple[Path, Path]] = []
+    for source in sources:
+        if source.is_dir():
+            found = sorted(
+                p for p in source.rglob("*") if p.is_file() and p.suffix in _FOREIGN_SUFFIXES
+            )
+            pairs += [(p, out / p.relative_to(source).with_suffix(".jsonl")) for p in found]
+        else:
+            pairs.append((source, out / source.with_suffix(".jsonl").name))
+    targets = Counter(target for _, target in pairs)
+    clashes = sorted(str(target) for target, n in targets.items() if n > 1)
+    if clashes:
+        raise _UsageError(
+            f"several sources would be written to {clashes[0]}; convert them separately"
+        )
+    return pairs
+
+
+def _convert_one(source: Path, target: Path, force: bool) -> ConvertResult:
     try:
-        result = convert_vcr_file(source, target, overwrite=args.force)
+        return convert_file(source, target, overwrite=force)
     except VcrImportError as exc:
         raise _UsageError(str(exc)) from None
     except FileExistsError:
         raise _UsageError(
             f"{target} already exists; pass --force to replace it (nothing was written)"
         ) from None
+    except CassetteError as exc:  # the target is being re-recorded by another process
+        raise _UsageError(f"{target}: {exc}") from None
     except OSError as exc:
         raise _UsageError(f"{exc.filename or source}: {exc.strerror or exc}") from None
+
+
+def _convert_report(result: ConvertResult) -> None:
     for name, numbers in sorted(result.dropped_headers.items()):
         listed = ", ".join(map(str, numbers))
         _err(
-            f"{PROG} convert: warning: dropped request header {name} "
+            f"{PROG} convert: warning: {result.source}: dropped request header {name} "
             f"(interaction{'s' if len(numbers) > 1 else ''} {listed}): credentials never go "
             f'into a cassette; replay with RecordingTransport(..., secret_headers=["{name}"])'
+        )
+    if result.untagged:
+        listed = ", ".join(map(str, result.untagged))
+        _err(
+            f"{PROG} convert: note: {result.source}: interaction"
+            f"{'s' if len(result.untagged) > 1 else ''} {listed}: the body was stored already "
+            "decoded but still tagged with content-encoding (as vcrpy 9 does with urllib3 2 "
+            "and aiohttp); stored it decoded and dropped the header"
         )
     notes = []
     if result.redacted_cookies:
         notes.append(f"set-cookie redacted in {result.redacted_cookies}")
+    if result.redacted_echoes:
+        notes.append(f"echoed credentials redacted in {result.redacted_echoes}")
     if result.decoded_bodies:
         notes.append(f"{result.decoded_bodies} content-encoded bodies decoded")
     suffix = f" ({'; '.join(notes)})" if notes else ""
-    _out(f"wrote {target}: {_plural(len(result.exchanges), 'exchange')} from {source}{suffix}")
-    return EXIT_OK
+    _out(
+        f"wrote {result.target}: {_plural(len(result.exchanges), 'exchange')} from "
+        f"{result.source}{suffix}"
+    )
+
+
+def _convert(args: argparse.Namespace) -> int:
+    pairs = _convert_plan([Path(s) for s in args.sources], Path(args.out))
+    if len(pairs) == 1 and len(args.sources) == 1 and Path(args.sources[0]).is_file():
+        _convert_report(_convert_one(*pairs[0], args.force))
+        return EXIT_OK
+    progress = sys.stderr.isatty() and len(pairs) >= 10
+    converted = exchanges = 0
+    for number, (source, target) in enumerate(pairs, start=1):
+        if progress:
+            sys.stderr.write(f"\r\x1b[K[{number}/{len(pairs)}] {source}")
+            sys.stderr.flush()
+        try:
+            result = _convert_one(source, target, args.force)
+        except _UsageError as exc:
+            if progress:
+                sys.stderr.write("\r\x1b[K")
+            _err(f"{PROG} convert: error: {exc}")
+            continue
+        if progress:
+            sys.stderr.write("\r\x1b[K")
+        _convert_report(result)
+        converted += 1
+        exchanges += len(result.exchanges)
+    refused = len(pairs) - converted
+    _out(
+        f"converted {converted} of {_plural(len(pairs), 'file')} "
+        f"({_plural(exchanges, 'exchange')}); {refused} refused"
+    )
+    return EXIT_USAGE if refused else EXIT_OK
 
 
 # --- repair ----------------------------------------------------------------------------------
@@ -326,14 +455,33 @@ def _repair(args: argparse.Namespace) -> int:
         _out(f"{path}: nothing to repair")
     elif result.action == "removed":
         _out(
-            f"{path}: removed the torn last line {result.line} ({_size(result.removed_bytes)}); "
-            f"backup at {result.backup}"
+            f"{path}: removed the torn last line {result.line} "
+            f"({human_size(result.removed_bytes)}); backup at {result.backup}"
         )
     else:
         _out(
             f"{path}: line {result.line} was a complete exchange without its newline: added "
             f"the newline, kept the exchange; backup at {result.backup}"
         )
+    return EXIT_OK
+
+
+# --- git-setup -------------------------------------------------------------------------------
+
+
+def _git_setup(args: argparse.Namespace) -> int:
+    try:
+        done = setup_textconv(args.pattern or ["*.jsonl"], args.command)
+    except GitError as exc:
+        raise _UsageError(str(exc)) from None
+    except OSError as exc:
+        raise _UsageError(f"{exc.filename or '.gitattributes'}: {exc.strerror or exc}") from None
+    for line in done.added:
+        _out(f"added to {done.attributes}: {line}")
+    for line in done.present:
+        _out(f"already in {done.attributes}: {line}")
+    _out(f'set git config diff.{DRIVER}.textconv "{done.command}" (this repository only)')
+    _out("`git diff` and `git log -p` now show cassettes one field per line")
     return EXIT_OK
 
 
@@ -350,26 +498,59 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(
-        name: str, handler: Callable[[argparse.Namespace], int], help_text: str
+        name: str, handler: Callable[[argparse.Namespace], int], summary: str, details: str = ""
     ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text, description=help_text)
+        """Register a subcommand: `summary` is listed by `sakura-http --help`, `details`
+        follows it in the subcommand's own --help."""
+        description = f"{summary} {details}".strip()
+        sub = commands.add_parser(name, help=summary, description=description)
         sub.set_defaults(handler=handler)
         return sub
 
     show = command("show", _show, "List the exchanges of a cassette, one line each, then totals.")
     show.add_argument("cassette", metavar="CASSETTE")
-    show.add_argument("--bodies", action="store_true", help="also print the bodies")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--bodies", action="store_true", help="also print the bodies")
+    form.add_argument(
+        "--json", action="store_true", help="print the exchanges as a JSON array, for scripts"
+    )
+    form.add_argument(
+        "--textconv",
+        action="store_true",
+        help="print the cassette as stable line-oriented text, for git's textconv "
+        "(see `sakura-http git-setup`)",
+    )
+    form.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write one self-contained HTML page listing the exchanges, for reviewers",
+    )
 
     diff = command(
         "diff",
         _diff,
-        "Compare two cassettes exchange by exchange (by id, else by match key and ordinal). "
-        "Exit 1 when they differ.",
+        "Compare two cassettes, or a cassette with a git revision; exit 1 when they differ.",
+        "Exchanges pair by id, else by match key and ordinal, then by method and URL, and "
+        "show what changed, bodies as unified diffs. OLD may be a git revision: "
+        "`diff HEAD -- PATH` or `diff --git HEAD PATH` compares PATH with its committed "
+        "version, `diff REV1 REV2 -- PATH` two revisions.",
     )
     diff.add_argument("old", metavar="OLD")
-    diff.add_argument("new", metavar="NEW")
+    diff.add_argument("new", metavar="NEW", nargs="?")
+    diff.add_argument(
+        "--git", metavar="REV", help="compare the cassette OLD with its version at REV"
+    )
+    diff.add_argument(
+        "--ignore-header",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="do not report changes of this request or response header (repeatable), "
+        "e.g. --ignore-header date",
+    )
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
     diff.add_argument("--verbose", action="store_true", help="also list unchanged exchanges")
+    diff.set_defaults(git_paths=None)
 
     lint = command(
         "lint",
@@ -384,11 +565,34 @@ def build_parser() -> argparse.ArgumentParser:
     convert = command(
         "convert",
         _convert,
-        "Import a vcrpy cassette (YAML or JSON) into the sakura-http format.",
+        "Import vcrpy (YAML, JSON) or cassetter (YAML, TOML) cassettes.",
+        "One file is written to OUT; several files or directories into the directory OUT. "
+        "Each file is recorded under the recording rules and replayed to check it before it "
+        "is written; what cannot be converted exactly is refused (exit 2).",
     )
-    convert.add_argument("vcr", metavar="VCR_CASSETTE")
-    convert.add_argument("out", metavar="OUT.jsonl")
-    convert.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    convert.add_argument("sources", metavar="SOURCE", nargs="+")
+    convert.add_argument("out", metavar="OUT")
+    convert.add_argument("--force", action="store_true", help="replace outputs that exist")
+
+    git_setup = command(
+        "git-setup",
+        _git_setup,
+        "Make `git diff` and `git log -p` show cassettes readably in this repository.",
+        "Adds a diff attribute to .gitattributes and sets its textconv to "
+        "`sakura-http show --textconv` in the repository's git config.",
+    )
+    git_setup.add_argument(
+        "--pattern",
+        action="append",
+        metavar="GLOB",
+        help="the files that are cassettes, as a .gitattributes pattern (repeatable; "
+        "default *.jsonl)",
+    )
+    git_setup.add_argument(
+        "--command",
+        default=f"{PROG} show --textconv",
+        help="the textconv command git runs with a file name appended (default: %(default)s)",
+    )
 
     repair = command(
         "repair",
@@ -397,6 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
         "refuse anything else.",
     )
     repair.add_argument("cassette", metavar="CASSETTE")
+
+    add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
     return parser
 
 
@@ -406,10 +612,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Usage errors and unreadable inputs print one line on stderr and return 2; `--help` prints
     help and returns 0.  Nothing is raised for those, so callers can `sys.exit(main())`.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    git_paths = None
+    if argv[:1] == ["diff"] and "--" in argv:  # git's form: diff REV [REV2] -- PATH
+        cut = argv.index("--")
+        argv, git_paths = argv[:cut], argv[cut + 1 :]
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if git_paths is not None:
+        args.git_paths = git_paths
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

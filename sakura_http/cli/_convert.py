@@ -1,286 +1,295 @@
-"""Importing a vcrpy cassette into the sakura-http format: the logic behind
-`sakura-http convert`.
+"""Importing vcrpy and cassetter cassettes: the logic behind `sakura-http convert`.
 
-vcrpy (version 1 of its format) stores ``{"version": 1, "interactions": [...]}`` as YAML or
-JSON, each interaction being::
+A conversion never writes a file it has not proven right:
 
-    request:  {method, uri, body, headers: {name: [value, ...]}}
-    response: {status: {code, message}, headers: {name: [value, ...]}, body: {string}}
+1. the source is parsed into plain `SourceExchange`s (`_foreign.py`), refusing anything whose
+   body or headers are not in a form it understands;
+2. each exchange is *recorded*: sent through a real `RecordingTransport` in mode "all" whose
+   outer transport answers with what the source describes.  So exactly the recording rules
+   apply, by the same code: credential headers are refused unless declared secret (convert
+   declares the ones it finds, drops them and says so), echoes of their values are redacted,
+   `set-cookie` is redacted, bodies are decoded and capped, headers are stored as recording
+   stores them;
+3. the recorded cassette is loaded and every exchange replayed through `RecordingTransport`
+   (mode "none"): status, headers and body must be what the source describes (apart from
+   what the recording rules changed on purpose), or the file is refused;
+4. only then is the target written, with `AtomicRecording` (temporary sibling, then
+   `os.replace`), so it is never seen half-written.
 
-Older vcrpy recorded httpx responses as ``{status_code, headers, content}``; both are read.
-Bodies come as text, as bytes (YAML ``!!binary``, base64 on disk) or as null.  On the way in,
-the same safety rules as recording apply (see `_policy.py`): credential request headers are
-dropped (and reported, so the caller can warn), `set-cookie` values become `<redacted>`,
-gzip/deflate/br/zstd response bodies are stored decoded, and bodies over 16 MiB are refused.
-
-YAML is read with a safe loader only: it builds plain data and nothing else.  Python-specific
-tags (``!!python/object:...`` and friends, found in cassettes from old vcrpy versions) are
-refused with `VcrImportError` rather than constructed.
+A body that is stored decoded but still tagged ``content-encoding: gzip`` (vcrpy 9 with
+requests/urllib3 2 and aiohttp writes such files) is stored plain with the header dropped,
+and the caller gets a note; a tagged body that is neither valid encoded data nor text is
+refused.
 """
 
 from __future__ import annotations
 
-import os
+import functools
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import orjson
-import yaml
+import httpx
 
-from .._exceptions import BodyTooLargeError
-from .._format import Exchange, Headers, encode_exchange, encode_header
-from .._policy import (
-    DEFAULT_MAX_BODY_BYTES,
-    REDACTED,
-    BodyDecoder,
-    check_body_size,
-    is_credential_header,
-)
+from .._cassette import AtomicRecording, load_cassette
+from .._exceptions import CassetteError
+from .._format import Exchange, Headers, encode_exchange
+from .._policy import REDACTED
+from .._transport import RecordingTransport
+from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
+from ._lint import credential_headers
 
-__all__ = [
-    "ConvertResult",
-    "VcrImportError",
-    "convert_vcr_file",
-    "load_vcr",
-    "vcr_to_exchanges",
-    "write_atomically",
-]
+__all__ = ["ConvertResult", "VcrImportError", "convert_file"]
 
-
-class VcrImportError(Exception):
-    """A vcrpy cassette cannot be imported; the message names the file and what to do.
-
-    Deliberately not a `CassetteError`: the file at fault is not a sakura-http cassette.
-    """
-
-
-class _SafeCassetteLoader(yaml.SafeLoader):
-    """`yaml.SafeLoader` that names the Python tags it refuses instead of a generic error."""
-
-
-class _PythonTag(Exception):
-    def __init__(self, tag: str, line: int) -> None:
-        self.tag = tag
-        self.line = line
-
-
-def _refuse_python_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
-    raise _PythonTag(f"!!python/{suffix}", node.start_mark.line + 1)
-
-
-_SafeCassetteLoader.add_multi_constructor("tag:yaml.org,2002:python/", _refuse_python_tag)
-
-
-def load_vcr(text: str, name: str) -> Any:
-    """Parse a vcrpy cassette's text, JSON or YAML (`name` is used in messages only).
-
-    JSON is tried first when the text starts with `{`; everything else is YAML, read with a
-    safe loader.  Raises `VcrImportError` for a syntax error or a Python-specific tag.
-    """
-    if text.lstrip().startswith("{"):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass  # YAML flow style also starts with "{"; let the YAML parser report it
-    try:
-        # A SafeLoader subclass: it builds plain data only (see _refuse_python_tag).
-        return yaml.load(text, Loader=_SafeCassetteLoader)
-    except _PythonTag as exc:
-        raise VcrImportError(
-            f"{name}:{exc.line}: the YAML tag {exc.tag} would construct a Python object; "
-            "sakura-http reads cassettes with a safe loader only. Re-record the cassette with a "
-            "current vcrpy (which writes plain YAML), or replace the tagged value by hand"
-        ) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{name}:{mark.line + 1}" if mark is not None else name
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise VcrImportError(
-            f"{where}: not a readable YAML or JSON vcrpy cassette ({problem})"
-        ) from None
+_REDACTED = REDACTED.encode("ascii")
+_UNSENT = frozenset({"host", "content-length"})  # httpx adds them; the source may not have
 
 
 @dataclass(slots=True)
 class ConvertResult:
-    """What a conversion did: the exchanges and what was changed on the way in.
+    """What a conversion did.
 
+    `exchanges` are the exchanges written; `kind` the source format ("vcrpy" or "cassetter");
     `dropped_headers` maps each dropped credential header name to the 1-based numbers of the
-    interactions it was dropped from; `redacted_cookies` and `decoded_bodies` count the
-    interactions whose `set-cookie` was redacted or whose body was content-decoded.
+    interactions it was dropped from; `redacted_cookies`, `redacted_echoes` and
+    `decoded_bodies` count the interactions whose `set-cookie` was redacted, whose response
+    echoed a dropped credential (redacted), or whose body was content-decoded; `untagged`
+    lists the interactions whose already-decoded body lost a stale `content-encoding`.
     """
 
+    source: Path
+    target: Path
+    kind: str = "vcrpy"
     exchanges: list[Exchange] = field(default_factory=list)
     dropped_headers: dict[str, list[int]] = field(default_factory=dict)
     redacted_cookies: int = 0
+    redacted_echoes: int = 0
     decoded_bodies: int = 0
+    untagged: list[int] = field(default_factory=list)
 
 
 class _Bad(Exception):
-    """A problem inside one interaction; turned into VcrImportError with its number."""
+    """A problem with one interaction; turned into VcrImportError naming file and number."""
+
+    def __init__(self, source: SourceExchange, message: str) -> None:
+        self.number = source.number
+        super().__init__(message)
 
 
-def _body(value: Any, what: str) -> bytes:
-    if isinstance(value, Mapping):  # a response body: {"string": ...}
-        if "string" not in value:
-            raise _Bad(f"{what} has no 'string' key")
-        value = value["string"]
-    if value is None:
-        return b""
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    raise _Bad(f"{what} must be text, !!binary bytes or null, not {type(value).__name__}")
+def _encoded(headers: Headers) -> list[tuple[bytes, bytes]]:
+    # httpx encodes str header values as ASCII; the source may hold UTF-8 text.
+    return [(name.encode("utf-8"), value.encode("utf-8")) for name, value in headers]
 
 
-def _headers(value: Any, what: str) -> Headers:
-    if value is None:
-        return ()
-    if not isinstance(value, Mapping):
-        raise _Bad(f"{what} must be a mapping of name to a list of values")
-    pairs: list[tuple[str, str]] = []
-    for name, values in value.items():
-        if not isinstance(values, list):
-            values = [values]  # old vcrpy httpx cassettes stored one value per name
-        pairs.extend((str(name).lower(), _header_value(v)) for v in values)
-    return tuple(pairs)
-
-
-def _header_value(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value.decode("latin-1")
-    return str(value)
-
-
-def _status(response: Mapping[str, Any]) -> int:
-    status = response.get("status")
-    code = status.get("code") if isinstance(status, Mapping) else response.get("status_code")
-    if not isinstance(code, int) or isinstance(code, bool) or not 100 <= code <= 999:
-        raise _Bad(f"the response status code must be an HTTP status, got {code!r}")
-    return code
-
-
-def _decode_content(headers: Headers, body: bytes) -> tuple[Headers, bytes, bool]:
-    decoder = BodyDecoder(headers, DEFAULT_MAX_BODY_BYTES)
-    if not decoder.decoded:
-        return headers, body, False
-    decoded = decoder.feed(body) + decoder.finish()
-    if not decoder.decoded:  # corrupt data: keep it raw, with its content-encoding
-        return headers, body, False
-    return decoder.headers(len(decoded)), decoded, True
-
-
-def _exchange(number: int, interaction: Any, result: ConvertResult) -> Exchange:
-    if not isinstance(interaction, Mapping):
-        raise _Bad("an interaction must be a mapping with 'request' and 'response'")
-    request, response = interaction.get("request"), interaction.get("response")
-    if not isinstance(request, Mapping) or not isinstance(response, Mapping):
-        raise _Bad("an interaction must have a 'request' and a 'response' mapping")
-    method, uri = request.get("method"), request.get("uri")
-    if not isinstance(method, str) or not isinstance(uri, str):
-        raise _Bad("the request needs a string 'method' and 'uri'")
-
-    headers: list[tuple[str, str]] = []
-    for name, value in _headers(request.get("headers"), "request headers"):
-        if is_credential_header(name):
-            numbers = result.dropped_headers.setdefault(name, [])
-            if not numbers or numbers[-1] != number:
-                numbers.append(number)
-        else:
-            headers.append((name, value))
-    body = _body(request.get("body"), "the request body")
-    check_body_size(len(body), DEFAULT_MAX_BODY_BYTES, "request")
-
-    response_headers = _headers(response.get("headers"), "response headers")
-    if any(name == "set-cookie" and value != REDACTED for name, value in response_headers):
-        result.redacted_cookies += 1
-        response_headers = tuple(
-            (name, REDACTED if name == "set-cookie" else value) for name, value in response_headers
-        )
-    raw = _body(response.get("body", response.get("content")), "the response body")
-    check_body_size(len(raw), DEFAULT_MAX_BODY_BYTES, "response")
-    response_headers, response_body, decoded = _decode_content(response_headers, raw)
-    result.decoded_bodies += decoded
-    return Exchange(
-        method=method.upper(),
-        url=uri,
-        headers=tuple(headers),
-        body=body,
-        status=_status(response),
-        response_headers=response_headers,
-        response_body=response_body,
+def _has_encoding(headers: Headers) -> bool:
+    return any(
+        name == "content-encoding" and value.strip().lower() not in ("", "identity")
+        for name, value in headers
     )
 
 
-def vcr_to_exchanges(data: Any, name: str) -> ConvertResult:
-    """Turn a parsed vcrpy cassette into exchanges, applying the recording safety rules.
-
-    Raises `VcrImportError` naming the interaction for a structure it cannot read, an old
-    pre-1.0 vcrpy list format, or a body over 16 MiB (`BodyTooLargeError` is turned into it).
-    An empty `interactions` list gives an empty result.
-    """
-    if isinstance(data, list):
-        raise VcrImportError(
-            f"{name}: this is a pre-1.0 vcrpy cassette (a bare list); migrate it with vcrpy's "
-            "migration script first, or re-record it"
-        )
-    if not isinstance(data, Mapping) or not isinstance(data.get("interactions"), list):
-        raise VcrImportError(
-            f"{name}: not a vcrpy cassette (expected a mapping with an 'interactions' list)"
-        )
-    version = data.get("version", 1)
-    if version != 1:
-        raise VcrImportError(
-            f"{name}: vcrpy cassette version {version!r} is not supported (this reads version 1)"
-        )
-    result = ConvertResult()
-    for number, interaction in enumerate(data["interactions"], start=1):
-        try:
-            result.exchanges.append(_exchange(number, interaction, result))
-        except _Bad as exc:
-            raise VcrImportError(f"{name}: interaction {number}: {exc}") from None
-        except BodyTooLargeError as exc:
-            raise VcrImportError(f"{name}: interaction {number}: {exc}") from None
-    return result
+def _client_reads(status: int, headers: Headers, body: bytes) -> bytes:
+    """The body a client reads from this response (httpx decodes content-encoding)."""
+    response = httpx.Response(status, headers=_encoded(headers), stream=httpx.ByteStream(body))
+    return response.read()
 
 
-def write_atomically(path: Path, data: bytes, *, overwrite: bool) -> None:
-    """Write `data` to `path` through a temporary sibling file and `os.replace`, so a reader
-    never sees a half-written file.  Without `overwrite`, an existing `path` raises
-    `FileExistsError` and is left untouched.  Missing parent folders are created."""
-    if not overwrite and path.exists():
-        raise FileExistsError(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _plain_response(source: SourceExchange) -> tuple[Headers, bytes, bool]:
+    """The response headers to record and what a client must read: (headers, plain, untagged)."""
+    headers = source.response_headers
     try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        if not overwrite and path.exists():  # created meanwhile: still never overwrite it
-            raise FileExistsError(path)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        return headers, _client_reads(source.status, headers, source.response_body), False
+    except httpx.DecodingError as exc:
+        problem = str(exc)
+    except ImportError as exc:  # httpx needs brotli or zstandard for this content-encoding
+        raise _Bad(source, f"cannot decode the response body: {exc}") from None
+    try:
+        source.response_body.decode("utf-8")
+    except UnicodeDecodeError:
+        encoding = ", ".join(v for n, v in headers if n == "content-encoding")
+        raise _Bad(
+            source,
+            f"the response says content-encoding: {encoding}, but its body is neither that "
+            f"({problem}) nor plain text; refusing to write a body no client could read",
+        ) from None
+    # Already decoded by the writer (vcrpy 9 with urllib3 2 or aiohttp) but still tagged.
+    kept = tuple((n, v) for n, v in headers if n not in ("content-encoding", "content-length"))
+    return kept, source.response_body, True
 
 
-def convert_vcr_file(source: Path, target: Path, *, overwrite: bool = False) -> ConvertResult:
-    """Read the vcrpy cassette `source` and write its sakura-http equivalent to `target`.
+def _request(source: SourceExchange) -> httpx.Request:
+    try:
+        request = httpx.Request(source.method, source.url, content=source.body)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        raise _Bad(source, f"the uri {source.url!r} is not a URL httpx can send ({exc})") from None
+    # Exactly the source's headers: httpx would add host and content-length on its own.
+    request.headers = httpx.Headers(_encoded(source.headers))
+    return request
 
-    Raises `OSError` when `source` cannot be read, `VcrImportError` when it is not an
-    importable vcrpy cassette (nothing is written then), and `FileExistsError` when `target`
-    exists and `overwrite` is false.  An empty vcrpy cassette gives a header-only cassette.
+
+def _same_but_redacted(written: bytes, source: bytes) -> bool:
+    """True when `written` is `source` with some parts replaced by `<redacted>`."""
+    if written == source:
+        return True
+    parts = written.split(_REDACTED)
+    if len(parts) == 1 or not source.startswith(parts[0]):
+        return False
+    position = len(parts[0])
+    for part in parts[1:-1]:
+        found = source.find(part, position + 1)
+        if found < 0:
+            return False
+        position = found + len(part)
+    return source.endswith(parts[-1]) and len(source) - len(parts[-1]) > position
+
+
+def _check_replay(
+    source: SourceExchange, headers: Headers, plain: bytes, response: httpx.Response
+) -> None:
+    if response.status_code != source.status:
+        raise _Bad(
+            source, f"replays status {response.status_code}, the source says {source.status}"
+        )
+    if not _same_but_redacted(response.content, plain):
+        raise _Bad(
+            source,
+            f"replays a {len(response.content):,}-byte body that differs from the source's "
+            f"{len(plain):,} bytes",
+        )
+    replayed = [
+        (name.lower(), value)
+        for name, value in response.headers.multi_items()
+        if name.lower() not in ("content-encoding", "content-length")
+    ]
+    expected = [(n, v) for n, v in headers if n not in ("content-encoding", "content-length")]
+    if len(replayed) != len(expected) or any(
+        name != want_name
+        or not (
+            value == REDACTED
+            if name == "set-cookie"
+            else _same_but_redacted(value.encode(), want.encode())
+        )
+        for (name, value), (want_name, want) in zip(replayed, expected, strict=True)
+    ):
+        raise _Bad(
+            source, f"replays headers {replayed!r:.200} where the source has {expected!r:.200}"
+        )
+
+
+def _note(result: ConvertResult, source: SourceExchange, written: Exchange) -> None:
+    if any(n == "set-cookie" and v != REDACTED for n, v in source.response_headers):
+        result.redacted_cookies += 1
+    echoed = _REDACTED in written.response_body and _REDACTED not in source.response_body
+    echoed = echoed or any(
+        REDACTED in v and REDACTED not in w and n != "set-cookie"
+        for (n, v), (_, w) in zip(written.response_headers, source.response_headers, strict=False)
+    )
+    result.redacted_echoes += echoed
+    if _has_encoding(source.response_headers) and not _has_encoding(written.response_headers):
+        result.decoded_bodies += source.number not in result.untagged
+
+
+def _guarded(
+    source: SourceExchange, send: Callable[[], httpx.Response], prefix: str = ""
+) -> httpx.Response:
+    """Send one request; a refusal by the recording rules or an unreadable body becomes `_Bad`."""
+    try:
+        response = send()
+        response.read()
+    except (CassetteError, httpx.HTTPError, UnicodeError) as exc:
+        raise _Bad(source, f"{prefix}{exc}") from None
+    return response
+
+
+def _record(
+    path: Path,
+    sources: tuple[SourceExchange, ...],
+    prepared: list[tuple[Headers, bytes]],
+    secrets: frozenset[str],
+) -> None:
+    pending: list[httpx.Response] = []
+    outer = httpx.MockTransport(lambda request: pending.pop())
+    with RecordingTransport(
+        path, mode="all", outer=outer, secret_headers=secrets, environ={}
+    ) as transport:
+        for source, (headers, _) in zip(sources, prepared, strict=True):
+            pending.append(
+                httpx.Response(
+                    source.status,
+                    headers=_encoded(headers),
+                    stream=httpx.ByteStream(source.response_body),
+                )
+            )
+            request = _request(source)
+            _guarded(source, functools.partial(transport.handle_request, request))
+
+
+def _verify(
+    path: Path,
+    sources: tuple[SourceExchange, ...],
+    prepared: list[tuple[Headers, bytes]],
+    secrets: frozenset[str],
+) -> list[Exchange]:
+    exchanges = load_cassette(path).exchanges
+    if len(exchanges) != len(sources):  # pragma: no cover - a recording that lost an exchange
+        raise VcrImportError(f"recorded {len(exchanges)} exchanges of {len(sources)}")
+    with RecordingTransport(
+        path, mode="none", secret_headers=secrets, allow_repeats=False, environ={}
+    ) as transport:
+        for source, (headers, plain) in zip(sources, prepared, strict=True):
+            request = _request(source)
+            response = _guarded(
+                source,
+                functools.partial(transport.handle_request, request),
+                "verification failed: ",
+            )
+            try:
+                _check_replay(source, headers, plain, response)
+            except _Bad as exc:
+                raise _Bad(source, f"verification failed: the converted exchange {exc}") from None
+    return exchanges
+
+
+def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> ConvertResult:
+    """Read the vcrpy or cassetter cassette `source`, check the conversion by replaying it, and
+    write its sakura-http equivalent to `target` (see the module docstring).
+
+    Raises `OSError` when `source` cannot be read, `VcrImportError` when it cannot be
+    converted right (nothing is written then), and `FileExistsError` when `target` exists and
+    `overwrite` is false.  An empty cassette gives a header-only cassette.
     """
+    name = str(source)
     raw = source.read_bytes()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise VcrImportError(f"{source}: not UTF-8 text, so not a vcrpy cassette") from None
-    result = vcr_to_exchanges(load_vcr(text, str(source)), str(source))
-    data = encode_header() + b"".join(encode_exchange(ex) for ex in result.exchanges)
-    write_atomically(target, data, overwrite=overwrite)
+        raise VcrImportError(f"{name}: not UTF-8 text, so not a vcrpy cassette") from None
+    foreign = read_foreign(load_vcr(text, name), name)
+    result = ConvertResult(source, target, foreign.kind)
+    secrets: set[str] = set()
+    prepared: list[tuple[Headers, bytes]] = []
+    try:
+        for item in foreign.exchanges:
+            for header in credential_headers(item.headers):
+                secrets.add(header)
+                result.dropped_headers.setdefault(header, []).append(item.number)
+            headers, plain, untagged = _plain_response(item)
+            if untagged:
+                result.untagged.append(item.number)
+            prepared.append((headers, plain))
+        with tempfile.TemporaryDirectory(prefix="sakura-convert-") as scratch:
+            recorded = Path(scratch) / "converted.jsonl"
+            _record(recorded, foreign.exchanges, prepared, frozenset(secrets))
+            result.exchanges = _verify(recorded, foreign.exchanges, prepared, frozenset(secrets))
+    except _Bad as exc:
+        raise VcrImportError(f"{name}: interaction {exc.number}: {exc}") from None
+    for item, written in zip(foreign.exchanges, result.exchanges, strict=True):
+        _note(result, item, written)
+    if not overwrite and target.exists():
+        raise FileExistsError(target)
+    recording = AtomicRecording(target, {})
+    # One append of every line: the header is written first, even when there are none.
+    recording.append(b"".join(encode_exchange(exchange) for exchange in result.exchanges))
+    recording.commit()
     return result

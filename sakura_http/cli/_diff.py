@@ -2,18 +2,23 @@
 
 Exchanges are paired by identity: their `id` where they have one, otherwise their match key
 (the same key replay uses, see `_matching.py`) together with an ordinal, so the second
-identical request of OLD pairs with the second of NEW.  An exchange whose request changed in a
-matched part (method, URL, an ordinary header, the body) therefore shows as removed + added:
-replay would not find the old recording for it either.
+identical request of OLD pairs with the second of NEW.  What is left is then paired by method
+and URL, in order: an exchange whose request changed in a matched part (an LLM prompt edited
+by one word) is one *changed* exchange whose request body differs, not a removal and an
+addition.  `pairing` on the result says which rule paired it.
 
-For a paired exchange every recorded part is compared: method, URL, each request header, the
-request body, status, each response header, the response body, the recorded error, chunk
-boundaries, the truncated mark and unknown extra fields.  `timings_ms` is not compared: arrival
-times differ on every recording and say nothing about the content.  This module does no I/O.
+For a paired exchange every recorded part is compared: method, URL, each request header (but
+those the caller ignores, such as `date`), the request body, status, each response header, the
+response body, the recorded error, chunk boundaries, the truncated mark and unknown extra
+fields.  Text bodies get a unified diff (JSON pretty-printed with sorted keys, server-sent
+events one field per line); binary bodies their sizes and SHA-256.  `timings_ms` is not
+compared: arrival times differ on every recording and say nothing about the content.  This
+module does no I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +40,7 @@ __all__ = [
 #: The rules replay uses by default: pairing by match key mirrors what replay would find.
 _RULES = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=CREDENTIAL_HEADERS)
 
-_BODY_DIFF_LINES = 20
+_BODY_DIFF_LINES = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,16 +94,22 @@ class Change:
 
 @dataclass(frozen=True, slots=True)
 class ChangedExchange:
-    """A paired exchange whose recorded parts differ."""
+    """A paired exchange whose recorded parts differ.
+
+    `pairing` is "id", "match key" (the request is the same as far as replay is concerned) or
+    "method and url" (the request changed, so replay would not find the old recording).
+    """
 
     old: ExchangeRef
     new: ExchangeRef
     changes: tuple[Change, ...]
+    pairing: str = "match key"
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "old": self.old.as_dict(),
             "new": self.new.as_dict(),
+            "pairing": self.pairing,
             "changes": [change.as_dict() for change in self.changes],
         }
 
@@ -151,13 +162,15 @@ def _by_name(headers: Headers) -> dict[str, list[str]]:
     return out
 
 
-def _header_changes(field_name: str, old: Headers, new: Headers) -> list[Change]:
+def _header_changes(
+    field_name: str, old: Headers, new: Headers, ignore: frozenset[str]
+) -> list[Change]:
     mine, theirs = _by_name(old), _by_name(new)
     shown = _hidden if field_name == "headers" else _as_is
     return [
         Change(field_name, shown(name, mine.get(name)), shown(name, theirs.get(name)), name=name)
         for name in sorted(mine.keys() | theirs.keys())
-        if mine.get(name) != theirs.get(name)
+        if mine.get(name) != theirs.get(name) and name not in ignore
     ]
 
 
@@ -178,6 +191,10 @@ def _is_text(body: bytes) -> bool:
     return True
 
 
+def _digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()[:12]
+
+
 def _body_change(
     field_name: str, old_headers: Headers, old: bytes, new_headers: Headers, new: bytes
 ) -> Change | None:
@@ -190,24 +207,31 @@ def _body_change(
             new_headers, new, old_headers, old, lines=_BODY_DIFF_LINES, labels=("old", "new")
         )
     else:
-        lines = [f"binary body: {len(old):,} -> {len(new):,} bytes"]
+        lines = [
+            f"binary body: {len(old):,} -> {len(new):,} bytes "
+            f"(sha256 {_digest(old)} -> {_digest(new)})"
+        ]
     return Change(field_name, len(old), len(new), diff=tuple(lines))
 
 
-def diff_exchanges(old: Exchange, new: Exchange) -> list[Change]:
+def diff_exchanges(
+    old: Exchange, new: Exchange, ignore_headers: frozenset[str] = frozenset()
+) -> list[Change]:
     """Every recorded part that differs between two exchanges (empty when they are equal,
-    `timings_ms` aside)."""
+    `timings_ms` and the lower-case header names in `ignore_headers` aside)."""
     changes: list[Change] = []
     for field_name in ("method", "url"):
         if getattr(old, field_name) != getattr(new, field_name):
             changes.append(Change(field_name, getattr(old, field_name), getattr(new, field_name)))
-    changes += _header_changes("headers", old.headers, new.headers)
+    changes += _header_changes("headers", old.headers, new.headers, ignore_headers)
     body = _body_change("body", old.headers, old.body, new.headers, new.body)
     if body is not None:
         changes.append(body)
     if old.status != new.status:
         changes.append(Change("status", old.status, new.status))
-    changes += _header_changes("response_headers", old.response_headers, new.response_headers)
+    changes += _header_changes(
+        "response_headers", old.response_headers, new.response_headers, ignore_headers
+    )
     body = _body_change(
         "response_body",
         old.response_headers,
@@ -250,24 +274,41 @@ def _refs(content: CassetteContent) -> list[ExchangeRef]:
     return [ExchangeRef(i, lines[i], ex) for i, ex in enumerate(content.exchanges)]
 
 
-def diff_cassettes(old: CassetteContent, new: CassetteContent) -> CassetteDiff:
+def diff_cassettes(
+    old: CassetteContent, new: CassetteContent, ignore_headers: frozenset[str] = frozenset()
+) -> CassetteDiff:
     """Pair the exchanges of `old` and `new` and sort them into added, removed, changed and
-    unchanged.  Two empty cassettes are equal; the header lines are not compared.
+    unchanged.  Two empty cassettes are equal; the header lines are not compared.  Differences
+    in the (lower-case) headers named in `ignore_headers` are not reported.
 
     Added and changed follow NEW's order, removed follows OLD's.
     """
     old_refs, new_refs = _refs(old), _refs(new)
     old_by_identity = dict(zip(_identities(old.exchanges), old_refs, strict=True))
     result = CassetteDiff()
+    pairs: list[tuple[ExchangeRef, ExchangeRef, str]] = []
+    unpaired: list[ExchangeRef] = []
     for identity, new_ref in zip(_identities(new.exchanges), new_refs, strict=True):
         old_ref = old_by_identity.pop(identity, None)
         if old_ref is None:
+            unpaired.append(new_ref)
+        else:
+            pairs.append((old_ref, new_ref, "match key" if new_ref.exchange.id is None else "id"))
+    # What is left: the same method and URL, in order, is the same call with a changed request.
+    left: dict[tuple[str, str], list[ExchangeRef]] = {}
+    for ref in sorted(old_by_identity.values(), key=lambda ref: ref.index):
+        left.setdefault((ref.exchange.method.upper(), ref.exchange.url), []).append(ref)
+    for new_ref in unpaired:
+        candidates = left.get((new_ref.exchange.method.upper(), new_ref.exchange.url))
+        if candidates:
+            pairs.append((candidates.pop(0), new_ref, "method and url"))
+        else:
             result.added.append(new_ref)
-            continue
-        changes = diff_exchanges(old_ref.exchange, new_ref.exchange)
+    for old_ref, new_ref, pairing in sorted(pairs, key=lambda pair: pair[1].index):
+        changes = diff_exchanges(old_ref.exchange, new_ref.exchange, ignore_headers)
         if changes:
-            result.changed.append(ChangedExchange(old_ref, new_ref, tuple(changes)))
+            result.changed.append(ChangedExchange(old_ref, new_ref, tuple(changes), pairing))
         else:
             result.unchanged.append((old_ref, new_ref))
-    result.removed = sorted(old_by_identity.values(), key=lambda ref: ref.index)
+    result.removed = sorted((ref for refs in left.values() for ref in refs), key=lambda r: r.index)
     return result

@@ -2,16 +2,21 @@
 
 Errors are problems that break replay or put a credential on disk:
 
-* a format or version error (with its line number), a torn last line, duplicate `id`s;
-* a credential header (`CREDENTIAL_HEADERS`, `PROVIDER_CREDENTIAL_HEADERS`) in the recorded
-  request headers (a name that only has a credential's shape is a warning: it may have been
-  recorded on purpose with `allow_headers`);
+* a format or version error (with its line number), a torn last line, duplicate `id`s; a
+  vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
+* credentials in the URL before the host (`user:password@`), which recording never writes;
+* a credential header in the recorded request headers (`is_credential_header`, the rule
+  recording applies); a name that only has a credential's shape (not one of
+  `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`) is a warning, since it may have been
+  recorded on purpose with `allow_headers`;
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
-and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`) and private-key
-blocks.  A warning shows a masked excerpt (`mask()`), never the whole value.
+and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`), private-key
+blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ...) and body
+fields (`api_key=`, `"client_secret": ...`) whose value is not `<redacted>`.  A warning shows
+a masked excerpt (`mask()`), never the whole value.
 
 Linting keeps going after a problem wherever it can: every bad line of a file is reported, not
 only the first.  Only a bad header line stops a file, since the header decides how the rest
@@ -27,20 +32,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
-from .._format import Exchange, decode_exchange, decode_header, iter_lines
+from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
 from .._policy import (
-    CREDENTIAL_HEADERS,
     DEFAULT_MAX_BODY_BYTES,
-    PROVIDER_CREDENTIAL_HEADERS,
     REDACTED,
     is_credential_header,
+    is_known_credential_header,
 )
+from ._foreign import sniff
 
 __all__ = [
     "SECRET_SHAPES",
     "Finding",
     "SecretShape",
+    "credential_headers",
     "find_secrets",
     "lint_bytes",
     "lint_exchange",
@@ -109,7 +116,15 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     ),
     SecretShape("a GitHub token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}")),
-    SecretShape("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10,}")),
+    SecretShape("a GitHub token", re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}")),
+    SecretShape("a GitLab token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}")),
+    SecretShape("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}")),
+    SecretShape("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposre]-[A-Za-z0-9-]{10,}")),
+    SecretShape(
+        "a Stripe key", re.compile(r"(?<![A-Za-z0-9_])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")
+    ),
+    SecretShape("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}")),
+    SecretShape("an npm token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}")),
     SecretShape(
         "a JSON Web Token",
         re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
@@ -124,7 +139,32 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
         "basic auth credentials",
         re.compile(r"(?i)\bbasic\s+(?P<secret>(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
     ),
+    # Credentials by name (the names recording redacts by default): recording writes them as
+    # <redacted>, which these never match.
+    SecretShape(
+        "a credential query parameter",
+        re.compile(
+            rf"(?i)[?&;](?:{'|'.join(sorted(map(re.escape, DEFAULT_SECRET_QUERY_PARAMS)))})="
+            r"(?P<secret>(?!%3Credacted%3E)[^&#\s\"'<>]+)"
+        ),
+    ),
+    SecretShape(
+        "a credential field",
+        re.compile(
+            r"(?i)(?:^|(?<=[&\s{,\"']))[\"']?(?:api_key|apikey|api-key|client_secret|access_token"
+            r"|refresh_token|password)[\"']?\s*[=:]\s*[\"']?(?P<secret>[^&\"'\s,}<]{4,})"
+        ),
+    ),
 )
+
+_USERINFO = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://(?P<userinfo>[^/?#@]*)@")
+
+
+def credential_headers(headers: Headers) -> list[str]:
+    """The names among `headers` that recording refuses unless they are declared secret
+    (`is_credential_header`, the recording rule itself), in order, each once; lint and convert
+    keep no list of their own."""
+    return [name for name in dict.fromkeys(n for n, _ in headers) if is_credential_header(name)]
 
 
 def mask(secret: str) -> str:
@@ -166,12 +206,26 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
         findings.append(Finding(path, line, severity, check, message, field, excerpt))
 
     credential_fields: set[str] = set()
+    userinfo = _USERINFO.match(exchange.url)
+    if userinfo and userinfo["userinfo"]:
+        credential_fields.add("url")
+        secret = userinfo["userinfo"]
+        add(
+            "error",
+            "url-credentials",
+            f"url carries credentials before the host ({mask(secret)}@): recording never writes "
+            "them (httpx sends them as an authorization header). Delete them from this line "
+            "(and rotate them if they are real)",
+            "url",
+            mask(secret),
+        )
+    credentials = set(credential_headers(exchange.headers))
     for name, value in exchange.headers:
-        if is_credential_header(name):
+        if name in credentials:
             field = f"headers.{name}"
             credential_fields.add(field)
             # A name of credential shape only may have been recorded on purpose (allow_headers).
-            known = name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS
+            known = is_known_credential_header(name)
             add(
                 "error" if known else "warning",
                 "credential-header",
@@ -234,6 +288,17 @@ def _format_finding(exc: CassetteFormatError, check: str) -> Finding:
     return Finding(exc.path, exc.line, "error", check, exc.problem)
 
 
+def _foreign_finding(name: str, kind: str) -> Finding:
+    return Finding(
+        name,
+        None,
+        "error",
+        "foreign",
+        f"this looks like a {kind} cassette, which sakura-http cannot replay as it is; import "
+        f"it with `sakura-http convert {name} OUT.jsonl`",
+    )
+
+
 def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
     """Every finding for the cassette `data` read from `path`, in line order.
 
@@ -252,7 +317,11 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
                 try:
                     decode_header(line, name, number)
                 except CassetteFormatError as exc:
-                    findings.append(_format_finding(exc, "header"))
+                    kind = sniff(data)
+                    if kind is None:
+                        findings.append(_format_finding(exc, "header"))
+                    else:
+                        findings.append(_foreign_finding(name, kind))
                     return findings
                 continue
             try:
@@ -276,7 +345,11 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
                         )
                     )
     except CassetteFormatError as exc:  # raised by iter_lines for a torn last line
-        findings.append(_format_finding(exc, "torn-line"))
+        kind = None if header_seen else sniff(data)
+        if kind is None:
+            findings.append(_format_finding(exc, "torn-line"))
+        else:  # a one-line foreign file (JSON without a final newline)
+            findings.append(_foreign_finding(name, kind))
     return findings
 
 

@@ -10,8 +10,9 @@ refuses everything else, so it can never discard a complete exchange:
 * any other problem (a bad line elsewhere, an unsupported version) refuses, changing nothing.
 
 Before changing anything the original bytes are written to a backup next to the file.  The
-file is then truncated (or its newline appended) in place, never rewritten: while its last line
-is torn, recorders refuse to append to it, so no concurrent append can be lost.
+file is then truncated (or its newline appended) in place, never rewritten, under the same lock
+recorders take to append (`_cassette.locked`), so no concurrent append can be lost.  A file
+whose lines end in a bare CR is refused: without a newline it would read as one torn line.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._cassette import locked
 from .._exceptions import CassetteFormatError
 from .._format import decode_exchange, decode_header, parse_cassette, torn_tail
 
@@ -84,30 +86,52 @@ def _is_complete(line: bytes, path: Path, number: int, is_header: bool) -> bool:
     return True
 
 
+def _read_all(fd: int) -> bytes:
+    os.lseek(fd, 0, os.SEEK_SET)
+    pieces = []
+    while piece := os.read(fd, 1 << 20):
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
 def repair_cassette(path: Path) -> RepairResult:
     """Remove a torn last line from the cassette at `path`, after writing `<path>.bak`
     (`.bak.1`, `.bak.2`, ... when that exists).
 
-    A healthy file (empty included) is left alone and gives `action="none"`.  Any problem other
-    than a torn last line raises `RepairRefused` and changes nothing.  A missing or unreadable
-    file raises `OSError`.
+    The file's append lock is held throughout, so no recorder appends while it is read and
+    cut.  A healthy file (empty included) is left alone and gives `action="none"`.  Any problem
+    other than a torn last line, and line endings repair does not understand (CR-only), raise
+    `RepairRefused` and change nothing.  A missing or unreadable file raises `OSError`.
     """
-    data = path.read_bytes()
-    tail = torn_tail(data)  # exactly what makes appending refuse
-    head = data[: len(data) - len(tail)]
-    try:
-        parse_cassette(head, path)
-    except CassetteFormatError as exc:
-        raise RepairRefused(exc) from None
-    if not tail:
-        return RepairResult("none")
-    number = head.count(b"\n") + 1
-    is_header = not head.strip()
-    if _is_complete(tail, path, number, is_header):
+    with locked(path) as fd:
+        data = _read_all(fd)
+        tail = torn_tail(data)  # exactly what makes appending refuse
+        head = data[: len(data) - len(tail)]
+        number = head.count(b"\n") + 1
+        if b"\r" in tail.rstrip():
+            # Without "\n" the rest of the file reads as one torn line; cutting it would
+            # discard complete exchanges separated by bare CRs.
+            raise RepairRefused(
+                CassetteFormatError(
+                    path,
+                    number,
+                    "from this line on the file uses CR-only line endings, which sakura-http "
+                    "does not read as line breaks; turn them into LF (for example "
+                    "`tr '\\r' '\\n' < FILE > FIXED`) and check the result with `sakura-http lint`",
+                )
+            )
+        try:
+            parse_cassette(head, path)
+        except CassetteFormatError as exc:
+            raise RepairRefused(exc) from None
+        if not tail:
+            return RepairResult("none")
+        is_header = not head.strip()
+        if _is_complete(tail, path, number, is_header):
+            backup = _write_backup(path, data)
+            os.lseek(fd, 0, os.SEEK_END)
+            os.write(fd, b"\n")
+            return RepairResult("completed", number, 0, backup)
         backup = _write_backup(path, data)
-        with open(path, "ab") as file:
-            file.write(b"\n")
-        return RepairResult("completed", number, 0, backup)
-    backup = _write_backup(path, data)
-    os.truncate(path, len(head))
-    return RepairResult("removed", number, len(tail), backup)
+        os.ftruncate(fd, len(head))
+        return RepairResult("removed", number, len(tail), backup)

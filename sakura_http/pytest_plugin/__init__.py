@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -35,7 +35,7 @@ from .._config import CassetteConfig
 from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
-from .._libraries import library_of
+from .._libraries import DefaultOuter
 from .._rules import Rules
 from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
@@ -49,6 +49,8 @@ __all__ = [
     "resolve_cassette_path",
 ]
 
+pytest_plugins = ["sakura_http.pytest_plugin._llm_fixtures"]  # SDK fixtures, patch_clients
+
 #: Exit status of ``pytest --record`` when no host may be recorded from (EX_TEMPFAIL).
 EXIT_NO_RECORD_HOSTS = 75
 
@@ -58,12 +60,19 @@ _SAKURA_FIXTURES = frozenset(
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _MARKER = (
     "cassette(name=None, *, assert_all_played=False, expect_errors=False, "
-    "**transport_options): the sakura-http cassette of the sakura_transport fixture. name is "
-    "resolved inside the fixtures folder (default: <test module stem>/<test name>.jsonl); "
-    "transport_options are passed to RecordingTransport; assert_all_played=True fails the test "
-    "if a recorded exchange was not played; expect_errors=True lets the test provoke and catch "
-    "sakura-http errors and network refusals on purpose."
+    "patch_clients=False, anthropic=None, openai=None, **transport_options): the sakura-http "
+    "cassette of the sakura_transport fixture and the SDK fixtures. name is resolved inside the "
+    "fixtures folder (default: <test module stem>/<test name>.jsonl); transport_options are "
+    "passed to RecordingTransport; assert_all_played=True fails the test if a recorded "
+    "exchange was not played; expect_errors=True lets the test provoke and catch sakura-http "
+    "errors and network refusals on purpose; patch_clients=True sends every httpx/httpx2 "
+    "client that would reach the network through the cassette; anthropic={...} and "
+    "openai={...} are keyword arguments of the SDK clients of sakura_anthropic / "
+    "sakura_openai (and their async twins); for sakura_proxy, also upstream, ca_dir, verify, "
+    "listen and shutdown_timeout (see sakura_http.proxy.serve)."
 )
+#: Marker keywords for the SDK fixtures and patch_clients, not for the RecordingTransport.
+_FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai")
 
 
 class PytestAdvice(Advice):
@@ -326,58 +335,30 @@ def default_cassette_name(item: pytest.Item) -> str:
     return f"{item.path.stem}/{safe}.jsonl"
 
 
-# --- the default outer transport -----------------------------------------------------------
-
-
-class DefaultOuter:
-    """The outer transport the plugin gives a cassette when the test passes none.
-
-    It forwards to a real transport of the request's library, created on first use:
-    ``HTTPTransport()`` for a sync client, ``AsyncHTTPTransport()`` for an async one (of httpx or
-    httpx2).  Nothing is created while a test only replays.  `aclose()` closes all of them;
-    `close()` closes the sync ones (the async ones belong to their event loop: close the async
-    client, e.g. with ``async with``, so they close there).
-    """
-
-    def __init__(self) -> None:
-        self._sync: dict[str, Any] = {}
-        self._async: dict[str, Any] = {}
-
-    def handle_request(self, request: Any) -> Any:
-        library = library_of(request)
-        transport = self._sync.get(library.name)
-        if transport is None:
-            transport = self._sync[library.name] = library.module.HTTPTransport()
-        return transport.handle_request(request)
-
-    async def handle_async_request(self, request: Any) -> Any:
-        library = library_of(request)
-        transport = self._async.get(library.name)
-        if transport is None:
-            transport = self._async[library.name] = library.module.AsyncHTTPTransport()
-        return await transport.handle_async_request(request)
-
-    def close(self) -> None:
-        transports, self._sync = list(self._sync.values()), {}
-        for transport in transports:
-            transport.close()
-
-    async def aclose(self) -> None:
-        transports, self._async = list(self._async.values()), {}
-        for transport in transports:
-            await transport.aclose()
-        self.close()
-
-    def __repr__(self) -> str:
-        return "<sakura_http DefaultOuter>"
-
-
 # --- fixtures ------------------------------------------------------------------------------
+
+
+class Tracked(Protocol):
+    """What the factory closes and checks at teardown: a `RecordingTransport`, or what a front
+    end built on the plugin opened on a cassette (the ``sakura_proxy`` fixture's proxy)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def config(self) -> CassetteConfig: ...
+    @property
+    def mode(self) -> RecordMode: ...
+    @property
+    def appended(self) -> int: ...
+    @property
+    def raised(self) -> list[CassetteError]: ...
+    def unplayed(self) -> list[Exchange]: ...
+    def close(self, *, failed: bool = False) -> None: ...
 
 
 @dataclass
 class _Opened:
-    transport: RecordingTransport
+    transport: Tracked
     assert_all_played: bool
 
 
@@ -473,17 +454,23 @@ class CassetteFactory:
         **transport_options: Any,
     ) -> RecordingTransport:
         path, config = self.config(name, **transport_options)
-        key = os.path.realpath(path)
-        if key not in self._holds:
-            self._holds[key] = CassetteSession.open(path, config, can_record=False)
         transport = RecordingTransport(
             path,
             outer=DefaultOuter() if outer is None else outer,
             config=config,
             environ={},
         )
-        self._opened.append(_Opened(transport, assert_all_played))
+        self.track(transport, assert_all_played=assert_all_played)
         return transport
+
+    def track(self, opened: Tracked, *, assert_all_played: bool = False) -> None:
+        """Close and check `opened` at teardown as the factory's own transports are: a front
+        end built on the plugin (the ``sakura_proxy`` fixture) opens its cassette with the
+        path and configuration from `config()`, then hands what it opened here."""
+        key = os.path.realpath(opened.path)
+        if key not in self._holds:
+            self._holds[key] = CassetteSession.open(opened.path, opened.config, can_record=False)
+        self._opened.append(_Opened(opened, assert_all_played))
 
     def _finish(self) -> None:
         """Close every transport, note what was written, fail on what went wrong."""
@@ -517,8 +504,13 @@ class CassetteFactory:
                     discarded=rerecorded and not call_passed,
                 )
         seen = _exception_chain(excinfo.value) if excinfo is not None else set()
+        # The same miss raised again (a client that retried it) is the test's failure, once.
+        failed_with = {str(e) for e in _raised_in(excinfo.value)} if excinfo is not None else set()
         caught = [
-            exc for opened in self._opened for exc in opened.transport.raised if id(exc) not in seen
+            exc
+            for opened in self._opened
+            for exc in opened.transport.raised
+            if id(exc) not in seen and str(exc) not in failed_with
         ]
         if caught and not _expects_errors(node):
             problems.append(_caught_message(caught, "sakura-http error"))
@@ -560,18 +552,26 @@ def _display(path: str | os.PathLike[str], root: Path) -> str:
         return str(absolute)
 
 
-def _exception_chain(exc: BaseException) -> set[int]:
-    """ids of `exc` and every exception it was raised from or during, groups included."""
+def _raised_in(exc: BaseException) -> list[BaseException]:
+    """`exc` and every exception it was raised from or during, groups included, outermost
+    first (each once)."""
     seen: set[int] = set()
+    found: list[BaseException] = []
     todo = [exc]
     while todo:
-        current = todo.pop()
+        current = todo.pop(0)
         if id(current) in seen:
             continue
         seen.add(id(current))
+        found.append(current)
         todo += [e for e in (current.__cause__, current.__context__) if e is not None]
         todo += list(getattr(current, "exceptions", ()))
-    return seen
+    return found
+
+
+def _exception_chain(exc: BaseException) -> set[int]:
+    """ids of `exc` and every exception it was raised from or during, groups included."""
+    return {id(e) for e in _raised_in(exc)}
 
 
 def _caught_message(errors: list[Any], what: str) -> str:
@@ -611,12 +611,11 @@ def sakura_recording(
     factory._finish()
 
 
-@pytest.fixture
-def sakura_transport(
-    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
-) -> RecordingTransport:
-    """The transport of the test's ``cassette`` marker (default name without the marker)."""
-    marker = request.node.get_closest_marker("cassette")
+def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str, Any]]:
+    """The cassette name and transport options of the test's ``cassette`` marker (the default
+    name without the marker); ``expect_errors`` (read at teardown) and the SDK fixtures' and
+    patch_clients' keywords are left out."""
+    marker = item.get_closest_marker("cassette")
     args: tuple[Any, ...] = marker.args if marker is not None else ()
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}
     if len(args) > 1:
@@ -626,9 +625,38 @@ def sakura_transport(
         )
     name = args[0] if args else options.pop("name", None)
     options.pop("expect_errors", None)  # read at teardown by _expects_errors
+    for key in _FRONT_END_OPTIONS:
+        options.pop(key, None)
+    return (name if name is not None else default_cassette_name(item)), options
+
+
+def fail_if_unused(transport: RecordingTransport, fixture: str) -> None:
+    """Fail the test if `transport` saw no request while its cassette does not exist: the
+    client under test was most likely never given it, and ran live."""
+    if transport.raised or transport.appended or os.path.exists(transport.path):
+        return
+    pytest.fail(
+        f"{fixture}: no request went through the transport of {transport.path}, and that "
+        "cassette does not exist: the client under test was probably not given the transport, "
+        f"so it ran without a cassette. Give it the transport (httpx.Client(transport="
+        f"{fixture}), or http_client=httpx2.Client(transport={fixture}) for an SDK; "
+        "sakura_anthropic and sakura_openai are ready-wired SDK clients), or, for an app that "
+        "builds its own clients, use @pytest.mark.cassette(patch_clients=True).",
+        pytrace=False,
+    )
+
+
+@pytest.fixture
+def sakura_transport(
+    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
+) -> Iterator[RecordingTransport]:
+    """The transport of the test's ``cassette`` marker (default name without the marker)."""
     item = request.node
     assert isinstance(item, pytest.Item)
-    return sakura_recording(name if name is not None else default_cassette_name(item), **options)
+    name, options = marker_cassette(item)
+    transport = sakura_recording(name, **options)
+    yield transport
+    fail_if_unused(transport, "sakura_transport")
 
 
 @pytest.fixture(autouse=True)
@@ -664,9 +692,10 @@ def _guard_reason(state: _State) -> str:
         )
     why = "uses sakura-http" if not state.block_network else "runs with sakura_block_network"
     return (
-        f"The test {why}, so only loopback addresses (127.0.0.1, ::1, localhost) are reachable. "
-        "Replay it from a cassette, record it with `pytest --record` (listing the host in "
-        "sakura_record_hosts), or use a server on 127.0.0.1."
+        f"The test {why}, so only loopback addresses (127.0.0.1, ::1, localhost) are reachable, "
+        "and this request did not go through a sakura transport. Give the client one: pass "
+        "transport=sakura_transport, use an SDK fixture (sakura_anthropic, sakura_openai), or "
+        "mark the test @pytest.mark.cassette(patch_clients=True) for clients the app builds."
     )
 
 
@@ -735,3 +764,6 @@ def _common_folders(folders: list[str]) -> list[str]:
         if not any(folder == k or folder.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(folder)
     return sorted(kept)
+
+
+from ._proxy_fixture import sakura_proxy  # noqa: E402,F401  (the sakura_proxy fixture)

@@ -1,0 +1,464 @@
+"""One measurement, run in a fresh process by `run.py`: ``python measures.py '<json spec>'``.
+
+The spec names a `kind` (a function below) and its arguments; the result is printed as one JSON
+object on the last line of stdout.  Each tool is imported only in the process that measures it,
+so no tool's patches or imports can change another's figures.  cassetter cannot share the dev
+environment with pytest-recording (both own ``--record-mode``), so its process adds the folder
+dev.py installs it into (``.venv/sidecar-cassetter``) to ``sys.path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASSETTER_SITE = Path(
+    os.environ.get("SAKURA_HTTP_CASSETTER_SITE", ROOT / ".venv" / "sidecar-cassetter")
+)
+
+
+PEER_NAMES = ("vcrpy", "cassetter")
+
+
+class Unavailable(Exception):
+    """A peer that does not import here: the benchmark skips it with this note."""
+
+
+def import_peer(tool: str) -> Any:
+    """Import a peer, or raise `Unavailable` saying why not."""
+    if tool == "cassetter":
+        sys.path.insert(0, str(CASSETTER_SITE))
+    try:
+        if tool == "vcrpy":
+            import vcr
+
+            return vcr
+        import cassetter
+
+        return cassetter
+    except ImportError as exc:
+        raise Unavailable(f"{tool} does not import here ({exc})") from None
+
+
+def _import_for(tool: str) -> None:
+    """Import what `tool` needs before a clock starts: imports are measure 6, not the others."""
+    import httpx  # noqa: F401
+
+    import sakura_http  # noqa: F401
+
+    if tool in PEER_NAMES:
+        import_peer(tool)
+
+
+# --- the ways into a cassette, one per tool ---------------------------------------------------
+
+
+@contextlib.contextmanager
+def replaying(tool: str, path: str, *, asynchronous: bool = False) -> Iterator[Any]:
+    """A client (sync or async) that replays `path` with `tool`, the cassette already open."""
+    import httpx
+
+    cls = httpx.AsyncClient if asynchronous else httpx.Client
+    if tool == "sakura-http":
+        from sakura_http import RecordingTransport
+
+        yield cls(transport=RecordingTransport(path))
+    elif tool == "vcrpy":
+        vcr = import_peer(tool)
+        with vcr.VCR(record_mode="none").use_cassette(path, serializer=serializer_of(path)):
+            yield cls()
+    elif tool == "cassetter":
+        cassetter = import_peer(tool)
+        with cassetter.use_cassette(path, record_mode="none"):
+            yield cls()
+    else:  # the floor: a bare MockTransport answering the recorded response from memory
+        status, headers, body = _recorded_response(path)
+
+        def answer(request: Any) -> Any:
+            return httpx.Response(status, headers=headers, content=body)
+
+        yield cls(transport=httpx.MockTransport(answer))
+
+
+@contextlib.contextmanager
+def recording(tool: str, path: str) -> Iterator[Any]:
+    """A sync client recording every request into a fresh `path` with `tool`."""
+    import httpx
+
+    if tool == "sakura-http":
+        from sakura_http import RecordingTransport
+
+        with httpx.Client(
+            transport=RecordingTransport(path, outer=httpx.HTTPTransport(), mode="all")
+        ) as client:
+            yield client
+    elif tool == "vcrpy":
+        vcr = import_peer(tool)
+        cassette = vcr.VCR(record_mode="all").use_cassette(path, serializer=serializer_of(path))
+        with cassette, httpx.Client() as client:
+            yield client
+    elif tool == "cassetter":
+        cassetter = import_peer(tool)
+        with cassetter.use_cassette(path, record_mode="all"), httpx.Client() as client:
+            yield client
+    else:  # the floor: the bare client
+        with httpx.Client() as client:
+            yield client
+
+
+def serializer_of(path: str) -> str:
+    return "json" if path.endswith(".json") else "yaml"
+
+
+def _recorded_response(path: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    from sakura_http._cassette import load_cassette
+
+    exchange = load_cassette(Path(path)).exchanges[0]
+    assert exchange.status is not None
+    return exchange.status, list(exchange.response_headers), exchange.response_body
+
+
+# --- measures ---------------------------------------------------------------------------------
+
+
+def record(tool: str, path: str, base: str, count: int) -> dict[str, Any]:
+    """Measure 4: record `count` GETs from the local server; total and per-exchange times."""
+    _import_for(tool)
+    times = []
+    started = time.perf_counter()  # from opening the cassette to saving it, imports excluded
+    with recording(tool, path) as client:
+        for i in range(count):
+            t = time.perf_counter()
+            client.get(f"{base}/items/{i}").read()
+            times.append(time.perf_counter() - t)
+    total = time.perf_counter() - started  # saving the cassette included
+    head = max(1, min(100, count // 10))
+    return {
+        "total_s": total,
+        "first_s": sum(times[:head]) / head,
+        "last_s": sum(times[-head:]) / head,
+    }
+
+
+def replay(tool: str, path: str, base: str, count: int, asynchronous: bool) -> dict[str, Any]:
+    """Measure 1: per-request time replaying GET /items/<i>, i = 1 .. count - 1, in order, after
+    one warm-up request for item 0 (first-use costs: connection pools, lazy imports)."""
+    urls = [f"{base}/items/{i}" for i in range(count)]
+    if not asynchronous:
+        with replaying(tool, path) as client:
+            client.get(urls[0])
+            started = time.perf_counter()
+            for url in urls[1:]:
+                client.get(url)
+            elapsed = time.perf_counter() - started
+        return {"per_request_s": elapsed / (count - 1)}
+
+    async def go() -> float:
+        with replaying(tool, path, asynchronous=True) as client:
+            await client.get(urls[0])
+            started = time.perf_counter()
+            for url in urls[1:]:
+                await client.get(url)
+            return time.perf_counter() - started
+
+    return {"per_request_s": asyncio.run(go()) / (count - 1)}
+
+
+def replay_one(path: str, url: str, count: int) -> dict[str, Any]:
+    """Measure 2: per-request time replaying one exchange near the end of a cassette."""
+    with replaying("sakura-http", path) as client:
+        client.get(url)  # the first play; later ones repeat it, through the same index
+        started = time.perf_counter()
+        for _ in range(count):
+            client.get(url)
+        elapsed = time.perf_counter() - started
+    return {"per_request_s": elapsed / count}
+
+
+def load(tool: str, path: str) -> dict[str, Any]:
+    """Measure 3: open a cassette, ready to replay (sakura-http: transport built, index made).
+    Every module is imported before the clock starts."""
+    import orjson
+
+    _import_for(tool)
+    started = time.perf_counter()
+    if tool == "floor":  # read the file and orjson.loads every line, nothing else
+        data = Path(path).read_bytes()
+        parsed = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        assert parsed
+    elif tool == "sakura-http":
+        from sakura_http import RecordingTransport
+
+        RecordingTransport(path)  # reads and checks every line; the index is built on first use
+    elif tool == "vcrpy":
+        vcr = import_peer(tool)
+        with vcr.VCR(record_mode="none").use_cassette(path, serializer=serializer_of(path)):
+            pass
+    else:
+        with import_peer(tool).use_cassette(path, record_mode="none"):
+            pass
+    return {"load_s": time.perf_counter() - started}
+
+
+def first_request(path: str, url: str) -> dict[str, Any]:
+    """Measure 3: the first replayed request after opening, which builds the match index."""
+    import httpx
+
+    from sakura_http import RecordingTransport
+
+    client = httpx.Client(transport=RecordingTransport(path))
+    started = time.perf_counter()
+    client.get(url)
+    return {"first_s": time.perf_counter() - started}
+
+
+def _peak_rss() -> int:
+    """Peak resident set size of this process in bytes (VmHWM, reset by `_reset_peak`)."""
+    with contextlib.suppress(OSError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _current_rss() -> int:
+    with contextlib.suppress(OSError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return _peak_rss()
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # Linux: reset the peak RSS (VmHWM) to the current RSS
+        return True
+    except OSError:
+        return False
+
+
+def stream_big(path: str, url: str) -> dict[str, Any]:
+    """Measure 5: replay one large body in chunks: throughput and peak RSS over the baseline."""
+    import httpx
+
+    from sakura_http import RecordingTransport
+
+    baseline = _current_rss()
+    can_reset = _reset_peak()
+    transport = RecordingTransport(path)
+    load_peak = _peak_rss() - baseline
+    size = 0
+    with httpx.Client(transport=transport) as client:
+        with client.stream("GET", url) as response:  # warm up; the next request repeats it
+            response.read()
+            del response
+        loaded = _current_rss()
+        _reset_peak()
+        started = time.perf_counter()
+        with client.stream("GET", url) as response:
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+        elapsed = time.perf_counter() - started
+    replay_peak = _peak_rss() - (loaded if can_reset else baseline)
+    return {
+        "bytes": size,
+        "throughput_bps": size / elapsed,
+        "load_peak_bytes": load_peak,
+        "replay_peak_bytes": replay_peak,
+        "peak_reset": can_reset,
+    }
+
+
+def _first_chunk_time(client: Any, url: str) -> float:
+    started = time.perf_counter()
+    with client.stream("GET", url) as response:
+        for _ in response.iter_raw():
+            return time.perf_counter() - started
+    raise AssertionError("the stream had no chunk")
+
+
+def first_chunk(tool: str, path: str, url: str, count: int) -> dict[str, Any]:
+    """Measure 5: time to the first chunk of a recorded SSE stream (replayed from `path`), or of
+    the live stream at `url` while recording with ``stream_through=True``."""
+    import statistics
+
+    import httpx
+
+    from sakura_http import RecordingTransport
+
+    if tool == "floor-replay":  # a MockTransport streaming the same chunks from memory
+        from sakura_http._cassette import load_cassette
+
+        exchange = load_cassette(Path(path)).exchanges[0]
+        body, sizes = exchange.response_body, exchange.chunks or (len(exchange.response_body),)
+
+        def pieces() -> Iterator[bytes]:
+            position = 0
+            for size in sizes:
+                yield body[position : position + size]
+                position += size
+
+        def answer(request: Any) -> Any:
+            return httpx.Response(200, headers=exchange.response_headers, content=pieces())
+
+        client = httpx.Client(transport=httpx.MockTransport(answer))
+    elif tool == "sakura-http-replay":
+        client = httpx.Client(transport=RecordingTransport(path))
+    elif tool == "floor-live":
+        client = httpx.Client()
+    else:  # sakura-http-stream-through
+        transport = RecordingTransport(
+            path, outer=httpx.HTTPTransport(), mode="all", stream_through=True
+        )
+        client = httpx.Client(transport=transport)
+    with client:
+        _first_chunk_time(client, url)  # warm up: connection, imports
+        times = [_first_chunk_time(client, url) for _ in range(count)]
+    return {"first_chunk_s": statistics.median(times)}
+
+
+def import_time(tool: str) -> dict[str, Any]:
+    """Measure 6: import time on top of ``import httpx, pytest``, and what got imported."""
+    import httpx  # noqa: F401
+    import pytest  # noqa: F401
+
+    before = set(sys.modules)
+    started = time.perf_counter()
+    if tool == "sakura-http":
+        import sakura_http
+        import sakura_http.pytest_plugin  # noqa: F401
+    else:
+        import_peer(tool)
+    elapsed = time.perf_counter() - started
+    new = set(sys.modules) - before
+    heavy = sorted(
+        name
+        for name in new
+        if name.split(".")[0] in {"yaml", "cryptography", "anthropic", "openai", "h11", "brotli"}
+        and "." not in name
+    )
+    return {"import_s": elapsed, "heavy_modules": heavy}
+
+
+def scale(tool: str, src: str, dst: str, count: int, base: str) -> dict[str, Any]:
+    """Build a `count`-exchange cassette for `tool` from the first exchange of a recorded one,
+    each a GET of ``/items/<i>`` (prepares measures 1-3; not timed)."""
+    if tool == "sakura-http":
+        from sakura_http._format import encode_exchange, encode_header, parse_cassette
+
+        template = parse_cassette(Path(src).read_bytes(), src).exchanges[0]
+        import dataclasses
+
+        lines = [encode_header()]
+        for i in range(count):
+            body = b'{"id":%d,"name":"item %d","tags":["a","b"],"ok":true}' % (i, i)
+            headers = tuple(
+                (n, str(len(body)) if n == "content-length" else v)
+                for n, v in template.response_headers
+            )
+            lines.append(
+                encode_exchange(
+                    dataclasses.replace(
+                        template,
+                        url=f"{base}/items/{i}",
+                        response_headers=headers,
+                        response_body=body,
+                    )
+                )
+            )
+        Path(dst).write_bytes(b"".join(lines))
+        return {}
+    import copy
+
+    import yaml
+
+    text = Path(src).read_text()
+    data = json.loads(text) if src.endswith(".json") else yaml.safe_load(text)
+    template = data["interactions"][0]
+    interactions = []
+    for i in range(count):
+        item = copy.deepcopy(template)
+        item["request"]["uri"] = f"{base}/items/{i}"
+        interactions.append(item)
+    data["interactions"] = interactions
+    if dst.endswith(".json"):
+        Path(dst).write_text(json.dumps(data, indent=4))
+    else:
+        Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        Path(dst).write_text(yaml.dump(data, Dumper=Dumper))
+    return {}
+
+
+def big_cassette(dst: str, url: str, size: int, chunk: int) -> dict[str, Any]:
+    """A one-exchange cassette with a `size`-byte text body in `chunk`-byte chunks."""
+    from sakura_http._format import Exchange, encode_exchange, encode_header
+
+    body = (b"0123456789abcdef" * (size // 16 + 1))[:size]
+    chunks = tuple(min(chunk, size - i) for i in range(0, size, chunk))
+    exchange = Exchange(
+        "GET",
+        url,
+        headers=(("accept", "*/*"),),
+        response_headers=(("content-type", "application/octet-stream"),),
+        response_body=body,
+        chunks=chunks,
+    )
+    Path(dst).write_bytes(encode_header() + encode_exchange(exchange))
+    return {}
+
+
+def sse_cassette(dst: str, url: str, events: int) -> dict[str, Any]:
+    """A one-exchange cassette of a recorded SSE stream, one chunk per event."""
+    from sakura_http._format import Exchange, encode_exchange, encode_header
+
+    pieces = [b'data: {"n": %d}\n\n' % i for i in range(events)]
+    exchange = Exchange(
+        "GET",
+        url,
+        headers=(("accept", "*/*"),),
+        response_headers=(("content-type", "text/event-stream"),),
+        response_body=b"".join(pieces),
+        chunks=tuple(len(p) for p in pieces),
+    )
+    Path(dst).write_bytes(encode_header() + encode_exchange(exchange))
+    return {}
+
+
+KINDS: dict[str, Callable[..., dict[str, Any]]] = {
+    "record": record,
+    "replay": replay,
+    "replay_one": replay_one,
+    "load": load,
+    "first_request": first_request,
+    "stream_big": stream_big,
+    "first_chunk": first_chunk,
+    "import_time": import_time,
+    "scale": scale,
+    "big_cassette": big_cassette,
+    "sse_cassette": sse_cassette,
+}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    kind = spec.pop("kind")
+    try:
+        result = KINDS[kind](**spec)
+    except Unavailable as exc:
+        result = {"unavailable": str(exc)}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()

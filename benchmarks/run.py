@@ -1,0 +1,467 @@
+"""sakura-http against its peers, every measure of the performance targets in one run.
+
+    python benchmarks/run.py             # the full run (several minutes), by hand
+    python benchmarks/run.py --quick     # small sizes, one repetition: seconds (CI runs it)
+    python benchmarks/run.py --chart docs/performance.svg --json results.json
+
+Each measure runs in a fresh process (``benchmarks/measures.py``), is repeated, and reports the
+median.  Every figure a target uses is a ratio against a floor measured in the same run (a bare
+``httpx.MockTransport``, the bare client, reading the file with ``orjson``), so the targets hold
+or fail the same way on a fast or a slow machine.  The table marks each target met or not; the
+chart (matplotlib, the optional ``bench`` extra) draws the ratios per tool.  Peers that do not
+import are skipped with a note.  Only servers on 127.0.0.1 are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+MEASURES = HERE / "measures.py"
+PEERS = ("cassetter", "vcrpy")
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Sizes:
+    repeat: int
+    replay_count: int  # exchanges in the replay cassette, and requests replayed
+    record_count: int
+    size_steps: tuple[int, ...]
+    load_count: int
+    big_body: int
+    first_chunk_count: int
+
+
+FULL = Sizes(5, 1_000, 1_000, (10, 1_000, 10_000), 10_000, 16 * MIB, 20)
+QUICK = Sizes(1, 50, 30, (10, 200), 200, 1 * MIB, 3)
+
+
+@dataclass
+class Row:
+    """One line of the table: a figure per tool, the target, and whether it is met."""
+
+    measure: str
+    cells: dict[str, str] = field(default_factory=dict)  # tool -> text
+    ratios: dict[str, float] = field(default_factory=dict)  # tool -> ratio to the floor
+    target: str = ""
+    met: bool | None = None  # None: no target, or not measured
+
+
+@dataclass
+class Run:
+    sizes: Sizes
+    workdir: Path
+    base: str = ""
+    notes: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)
+
+    def measure(self, kind: str, repeat: int | None = None, **spec: Any) -> dict[str, Any] | None:
+        """Run `kind` `repeat` times, each in a fresh process; the median of every number."""
+        results = []
+        for _ in range(repeat or self.sizes.repeat):
+            out = subprocess.run(
+                [sys.executable, str(MEASURES), json.dumps({"kind": kind, **spec})],
+                capture_output=True,
+                text=True,
+                cwd=HERE.parent,
+                timeout=900,
+            )
+            if out.returncode != 0:
+                raise RuntimeError(f"measure {kind} {spec} failed:\n{out.stderr}")
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            if "unavailable" in result:
+                tool = spec.get("tool", kind)
+                if tool not in self.skipped:
+                    self.skipped.add(tool)
+                    self.notes.append(f"{tool} skipped: {result['unavailable']}")
+                return None
+            results.append(result)
+        merged = dict(results[0])
+        for key, value in results[0].items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                merged[key] = statistics.median(r[key] for r in results)
+        return merged
+
+    def tools(self) -> list[str]:
+        return ["sakura-http", *(p for p in PEERS if p not in self.skipped)]
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        print(f"  {row.measure}: " + ", ".join(f"{k} {v}" for k, v in row.cells.items()))
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def _ext(tool: str) -> str:
+    return {"sakura-http": ".jsonl", "vcrpy": ".yaml", "cassetter": ".yaml"}.get(tool, ".jsonl")
+
+
+# --- the measures ---------------------------------------------------------------------------
+
+
+def measure_recording(run: Run) -> dict[str, str]:
+    """4. Record from the local server; returns each tool's last recording (the replay source)."""
+    n = run.sizes.record_count
+    recorded: dict[str, str] = {}
+    results: dict[str, dict[str, Any]] = {}
+    for tool in ["floor", "sakura-http", *PEERS]:
+        path = str(run.workdir / f"recorded-{tool}{_ext(tool)}")
+        result = run.measure("record", tool=tool, path=path, base=run.base, count=n)
+        if result is not None:
+            results[tool] = result
+            recorded[tool] = path
+    floor = results["floor"]["total_s"]
+    total = Row(f"4. Record {n:,} GETs from a local server, total", target="<= 1.15x")
+    drift = Row("4. Recording: last 100 vs first 100 per exchange", target="<= 1.2x")
+    total.cells["floor"] = f"{floor:.2f} s"
+    for tool, result in results.items():
+        if tool == "floor":
+            continue
+        ratio = result["total_s"] / floor
+        total.ratios[tool] = ratio
+        total.cells[tool] = f"{ratio:.2f}x ({result['total_s']:.2f} s)"
+        late = result["last_s"] / result["first_s"]
+        drift.cells[tool] = f"{late:.2f}x"
+    total.met = total.ratios["sakura-http"] <= 1.15
+    late_sakura = results["sakura-http"]["last_s"] / results["sakura-http"]["first_s"]
+    drift.met = late_sakura <= 1.2
+    run.add(total)
+    run.add(drift)
+    return recorded
+
+
+def measure_replay(run: Run, recorded: dict[str, str]) -> None:
+    """1. Replay overhead per request against the bare MockTransport, sync and async."""
+    n = run.sizes.replay_count
+    cassettes = {}
+    for tool in run.tools():
+        dst = str(run.workdir / f"replay-{n}-{tool}{_ext(tool)}")
+        run.measure(
+            "scale", repeat=1, tool=tool, src=recorded[tool], dst=dst, count=n, base=run.base
+        )
+        cassettes[tool] = dst
+    cassettes["floor"] = cassettes["sakura-http"]
+    for asynchronous in (False, True):
+        flavour = "async (asyncio)" if asynchronous else "sync"
+        row = Row(
+            f"1. Replay {n:,} GETs from a {n:,}-exchange cassette, per request, {flavour}",
+            target="<= 1.10x",
+        )
+        times = {}
+        for tool in ["floor", *run.tools()]:
+            result = run.measure(
+                "replay",
+                tool=tool,
+                path=cassettes[tool],
+                base=run.base,
+                count=n,
+                asynchronous=asynchronous,
+            )
+            if result is not None:
+                times[tool] = result["per_request_s"]
+        row.cells["floor"] = _us(times["floor"])
+        for tool, seconds in times.items():
+            if tool != "floor":
+                row.ratios[tool] = seconds / times["floor"]
+                row.cells[tool] = f"{row.ratios[tool]:.2f}x ({_us(seconds)})"
+        row.met = row.ratios["sakura-http"] <= 1.10
+        run.add(row)
+
+
+def measure_size(run: Run, recorded: dict[str, str]) -> None:
+    """2. Per-request replay time near the end of small and large cassettes."""
+    steps = run.sizes.size_steps
+    times = {}
+    for size in steps:
+        dst = str(run.workdir / f"size-{size}.jsonl")
+        run.measure(
+            "scale", repeat=1, tool="sakura-http", src=recorded["sakura-http"], dst=dst,
+            count=size, base=run.base,
+        )  # fmt: skip
+        url = f"{run.base}/items/{size - 1}"
+        times[size] = run.measure("replay_one", path=dst, url=url, count=200)["per_request_s"]  # type: ignore[index]
+    row = Row(
+        f"2. Replay per request at {steps[-1]:,} exchanges vs {steps[0]:,}",
+        target="<= 1.10x",
+    )
+    ratio = times[steps[-1]] / times[steps[0]]
+    row.ratios["sakura-http"] = ratio
+    row.cells["sakura-http"] = f"{ratio:.2f}x ({' / '.join(_us(times[s]) for s in steps)})"
+    row.cells["floor"] = f"{steps[0]:,} exchanges"
+    row.met = ratio <= 1.10
+    run.add(row)
+
+
+def measure_load(run: Run, recorded: dict[str, str]) -> None:
+    """3. Open a large cassette, and a one-exchange cassette with a large body."""
+    n = run.sizes.load_count
+    paths = {}
+    for tool in run.tools():
+        dst = str(run.workdir / f"load-{n}-{tool}{_ext(tool)}")
+        run.measure(
+            "scale", repeat=1, tool=tool, src=recorded[tool], dst=dst, count=n, base=run.base
+        )
+        paths[tool] = dst
+    if "vcrpy" in paths:  # vcrpy's JSON serializer too
+        dst = str(run.workdir / f"load-{n}-vcrpy.json")
+        src = str(run.workdir / "recorded-vcrpy-json.json")
+        run.measure("record", repeat=1, tool="vcrpy", path=src, base=run.base, count=2)
+        run.measure("scale", repeat=1, tool="vcrpy", src=src, dst=dst, count=n, base=run.base)
+        paths["vcrpy (json)"] = dst
+    size_mb = Path(paths["sakura-http"]).stat().st_size / 1e6
+    row = Row(f"3. Open a {n:,}-exchange cassette ({size_mb:.1f} MB)", target="<= 1.5x")
+    floor = run.measure("load", tool="floor", path=paths["sakura-http"])["load_s"]  # type: ignore[index]
+    row.cells["floor"] = _ms(floor)
+    for tool, path in paths.items():
+        result = run.measure("load", tool=tool.split(" ")[0], path=path)
+        if result is not None:
+            row.ratios[tool] = result["load_s"] / floor
+            row.cells[tool] = f"{row.ratios[tool]:.2f}x ({_ms(result['load_s'])})"
+    row.met = row.ratios["sakura-http"] <= 1.5
+    run.add(row)
+    first = run.measure("first_request", path=paths["sakura-http"], url=f"{run.base}/items/{n - 1}")
+    assert first is not None
+    row = Row("3. First replayed request after opening it (builds the match index)")
+    row.ratios["sakura-http"] = first["first_s"] / floor
+    row.cells["sakura-http"] = f"{row.ratios['sakura-http']:.2f}x ({_ms(first['first_s'])})"
+    row.cells["floor"] = "the load floor"
+    run.add(row)
+
+    big = str(run.workdir / "big.jsonl")
+    body = run.sizes.big_body
+    run.measure("big_cassette", repeat=1, dst=big, url=f"{run.base}/big", size=body, chunk=65536)
+    row = Row(f"3. Open a one-exchange cassette with a {body // MIB} MiB body", target="<= 1.5x")
+    floor = run.measure("load", tool="floor", path=big)["load_s"]  # type: ignore[index]
+    mine = run.measure("load", tool="sakura-http", path=big)["load_s"]  # type: ignore[index]
+    row.cells["floor"] = _ms(floor)
+    row.ratios["sakura-http"] = mine / floor
+    row.cells["sakura-http"] = f"{mine / floor:.2f}x ({_ms(mine)})"
+    row.met = mine / floor <= 1.5
+    run.add(row)
+
+
+def measure_streaming(run: Run) -> None:
+    """5. Streamed replay of a large body; time to the first chunk, replayed and recorded."""
+    body = run.sizes.big_body
+    big = str(run.workdir / "big.jsonl")
+    result = run.measure("stream_big", path=big, url=f"{run.base}/big")
+    assert result is not None
+    speed = result["throughput_bps"] / 1e9
+    row = Row(f"5. Replay a {body // MIB} MiB body in chunks, throughput", target=">= 2 GB/s")
+    row.cells["sakura-http"] = f"{speed:.1f} GB/s"
+    row.met = speed >= 2
+    run.add(row)
+    load_x = result["load_peak_bytes"] / body
+    replay_x = result["replay_peak_bytes"] / body
+    row = Row(
+        f"5. Peak RSS over the baseline, opening / replaying the {body // MIB} MiB body",
+        target="<= 1.5x body",
+    )
+    row.cells["sakura-http"] = f"{load_x:.2f}x / {replay_x:.2f}x of the body"
+    row.met = max(load_x, replay_x) <= 1.5
+    if not result["peak_reset"]:
+        run.notes.append("peak RSS could not be reset between opening and replaying")
+    run.add(row)
+
+    sse = str(run.workdir / "sse.jsonl")
+    url = f"{run.base}/sse?n=5&gap_ms=100"
+    run.measure("sse_cassette", repeat=1, dst=sse, url=url, events=5)
+    count = run.sizes.first_chunk_count
+    floor = run.measure("first_chunk", tool="floor-replay", path=sse, url=url, count=count)
+    mine = run.measure("first_chunk", tool="sakura-http-replay", path=sse, url=url, count=count)
+    assert floor is not None and mine is not None
+    row = Row("5. Time to first chunk of a recorded SSE stream (vs MockTransport streaming)")
+    row.cells["floor"] = _us(floor["first_chunk_s"])
+    row.ratios["sakura-http"] = mine["first_chunk_s"] / floor["first_chunk_s"]
+    row.cells["sakura-http"] = f"{row.ratios['sakura-http']:.2f}x ({_us(mine['first_chunk_s'])})"
+    run.add(row)
+    rec = str(run.workdir / "sse-recorded.jsonl")
+    floor = run.measure("first_chunk", tool="floor-live", path=rec, url=url, count=count)
+    mine = run.measure(
+        "first_chunk", tool="sakura-http-stream-through", path=rec, url=url, count=count
+    )
+    assert floor is not None and mine is not None
+    row = Row("5. Time to first chunk while recording, stream_through=True (vs the live server)")
+    row.cells["floor"] = _us(floor["first_chunk_s"])
+    row.ratios["sakura-http"] = mine["first_chunk_s"] / floor["first_chunk_s"]
+    row.cells["sakura-http"] = f"{row.ratios['sakura-http']:.2f}x ({_us(mine['first_chunk_s'])})"
+    run.add(row)
+
+
+def measure_import(run: Run) -> None:
+    """6. Import time on top of ``import httpx, pytest``."""
+    row = Row(
+        "6. Import (sakura-http: package + pytest plugin) after `import httpx, pytest`",
+        target="<= 30 ms, no optional deps",
+    )
+    for tool in ["sakura-http", *PEERS]:
+        result = run.measure("import_time", tool=tool)
+        if result is None:
+            continue
+        text = _ms(result["import_s"])
+        if result["heavy_modules"]:
+            text += f" (imports {', '.join(result['heavy_modules'])})"
+        row.cells[tool] = text
+        if tool == "sakura-http":
+            row.met = result["import_s"] <= 0.030 and not result["heavy_modules"]
+    run.add(row)
+
+
+def measure_proxy(run: Run) -> None:
+    """7. Replaying through the recording proxy (once it exists)."""
+    if importlib.util.find_spec("sakura_http.proxy") is None:
+        run.notes.append(
+            "7. Proxy replay vs a minimal anyio + h11 server: skipped, the proxy has not landed"
+        )
+        return
+    run.notes.append("7. Proxy replay: the proxy exists but this benchmark does not measure it yet")
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def table(run: Run) -> str:
+    tools = run.tools()
+    head = ["Measure", *tools, "floor", "target", "met"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in run.rows:
+        met = {True: "met", False: "NOT met", None: "—"}[row.met]
+        cells = [row.cells.get(t, "—") for t in tools]
+        extra = [row.cells[k] for k in row.cells if k not in tools and k != "floor"]
+        if extra:  # a second serializer of a peer, e.g. vcrpy (json)
+            names = [k for k in row.cells if k not in tools and k != "floor"]
+            cells[-1] += "; " + "; ".join(f"{n}: {c}" for n, c in zip(names, extra, strict=True))
+        lines.append(
+            "| "
+            + " | ".join([row.measure, *cells, row.cells.get("floor", "—"), row.target, met])
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+def chart(run: Run, path: Path) -> str:
+    """Draw the ratios to the floor per measure and tool; returns a note for the report."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return (
+            f"no chart: matplotlib is not installed (pip install -e '.[bench]'); {path} not written"
+        )
+    rows = [r for r in run.rows if r.ratios]
+    tools = sorted({t for r in rows for t in r.ratios}, key=lambda t: (t != "sakura-http", t))
+    colours = {"sakura-http": "#d6336c", "cassetter": "#4c6ef5", "vcrpy": "#868e96"}
+    fig, ax = plt.subplots(figsize=(11, 0.55 * len(rows) * len(tools) + 1.5))
+    y = 0.0
+    ticks, labels = [], []
+    for row in reversed(rows):
+        start = y
+        for tool in reversed(tools):
+            if tool in row.ratios:
+                ratio = row.ratios[tool]
+                ax.barh(y, ratio, height=0.8, color=colours.get(tool, "#adb5bd"))
+                ax.text(ratio * 1.05, y, f"{tool} {ratio:.2f}x", va="center", fontsize=8)
+                y += 1
+        ticks.append((start + y - 1) / 2)
+        labels.append(row.measure.split(", ")[0][:60])
+        y += 0.6
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.set_xlabel("time relative to the floor measured in the same run (1.0 = the floor; log)")
+    ax.set_title(f"sakura-http vs peers — {platform.node() or 'this machine'}, {_machine()}")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format=path.suffix.lstrip(".") or "svg")
+    return f"chart written to {path}"
+
+
+def _machine() -> str:
+    cpus = os.cpu_count() or 0
+    return f"{cpus} cores, Python {platform.python_version()}, {platform.system()}"
+
+
+@contextmanager
+def local_server() -> Iterator[str]:
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "server.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and server.stdin is not None
+        port = int(server.stdout.readline().split()[1])
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition")
+    parser.add_argument("--repeat", type=int, help="repetitions per measure (median reported)")
+    parser.add_argument("--chart", type=Path, default=HERE / "results" / "chart.svg")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    if args.repeat:
+        sizes = Sizes(args.repeat, *list(vars(sizes).values())[1:])
+    print(f"sakura-http benchmarks ({'quick' if args.quick else 'full'}; {_machine()})")
+    with tempfile.TemporaryDirectory(prefix="sakura-bench-") as tmp, local_server() as base:
+        run = Run(sizes, Path(tmp), base)
+        recorded = measure_recording(run)
+        measure_replay(run, recorded)
+        measure_size(run, recorded)
+        measure_load(run, recorded)
+        measure_streaming(run)
+        measure_import(run)
+        measure_proxy(run)
+    print()
+    print(table(run))
+    print()
+    for note in run.notes:
+        print(f"note: {note}")
+    print(chart(run, args.chart))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": _machine(),
+                    "quick": args.quick,
+                    "rows": [vars(r) for r in run.rows],
+                    "notes": run.notes,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,492 @@
+"""Reading cassettes written by other recorders (vcrpy, cassetter): the parsing half of
+`sakura-http convert`, and the sniffing `sakura-http lint` uses to give the right advice.
+
+Two formats are read, each into plain `SourceExchange`s (what the source says was sent and
+received, nothing decided yet):
+
+* **vcrpy** (format version 1), YAML or JSON: ``{"version": 1, "interactions": [...]}``, each
+  interaction ``request: {method, uri, body, headers: {name: [value, ...]}}`` and
+  ``response: {status: {code, message}, headers, body: {string}}``.  Variants seen in real
+  cassettes are read too: a bare integer ``status``; the old httpx layout
+  (``status_code``/``content``); pydantic-ai's serializer (``parsed_body`` instead of a body);
+  and aiohttp request bodies stored as a mapping (encoded as the request's content type says).
+* **cassetter** (format version 1), YAML or TOML: ``body: {type, content}`` (YAML) or
+  ``body_type``/``body_content`` (TOML), ``type`` one of none, text, json, binary (hex).
+
+Anything else is refused with `VcrImportError`, naming the file, the interaction and the key:
+a body convert cannot find is never written empty, a header value that is not text is never
+turned into a Python repr.
+
+YAML is read with a safe loader (libyaml's `CSafeLoader` when PyYAML has it, 30 times faster
+than the pure-Python one): it builds plain data only, refuses Python tags, and refuses aliases
+that would expand the file far beyond its size (a YAML "billion laughs").  PyYAML is optional
+(the `vcr` extra) and imported only when a YAML file is read.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import re
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .._format import Headers
+
+__all__ = [
+    "ForeignCassette",
+    "SourceExchange",
+    "VcrImportError",
+    "load_vcr",
+    "read_foreign",
+    "sniff",
+]
+
+VCR_EXTRA_HINT = 'pip install "sakura-http[vcr]"'
+
+
+class VcrImportError(Exception):
+    """A foreign cassette cannot be imported; the message names the file and what to do.
+
+    Deliberately not a `CassetteError`: the file at fault is not a sakura-http cassette.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class SourceExchange:
+    """One interaction as the source file describes it.
+
+    `number` is its 1-based position in the file; header names are lower-cased, values kept as
+    text; `response_body` is the body as stored (it may still be content-encoded).
+    """
+
+    number: int
+    method: str
+    url: str
+    headers: Headers
+    body: bytes
+    status: int
+    response_headers: Headers
+    response_body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignCassette:
+    """A parsed foreign cassette: `kind` is "vcrpy" or "cassetter"."""
+
+    kind: str
+    exchanges: tuple[SourceExchange, ...]
+
+
+# --- sniffing ----------------------------------------------------------------------------------
+
+_CASSETTER_MARKS = re.compile(
+    r"^\s*(?:\[\[interactions\]\]|body_type\s*=|recorded_at:|"
+    r"(?:grpc|ws)_interactions:|type:\s*(?:none|text|json|binary)\s*$)",
+    re.M,
+)
+_INTERACTIONS = re.compile(r'^interactions:|"interactions"\s*:|^\[\[interactions\]\]', re.M)
+
+
+def sniff(data: bytes) -> str | None:
+    """ "vcrpy" or "cassetter" when `data` looks like such a cassette, else None.
+
+    A cheap textual look at the start of the file (no YAML parser needed), for advice only.
+    """
+    text = data[: 1 << 16].decode("utf-8", "replace")
+    if not _INTERACTIONS.search(text):
+        return None
+    return "cassetter" if _CASSETTER_MARKS.search(text) else "vcrpy"
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+
+class _PythonTag(Exception):
+    def __init__(self, tag: str, line: int) -> None:
+        self.tag = tag
+        self.line = line
+
+
+class _AliasBomb(Exception):
+    def __init__(self, line: int, cyclic: bool) -> None:
+        self.line = line
+        self.cyclic = cyclic
+
+
+def _expanded_size(root: Any, yaml: Any, limit: int) -> None:
+    """Raise `_AliasBomb` when the node graph, with every alias expanded, is over `limit`
+    characters (or refers to itself).  Linear in the number of distinct nodes: aliases are
+    shared nodes, so each size is computed once."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            active.discard(key)
+            if isinstance(node, yaml.MappingNode):
+                children = [child for pair in node.value for child in pair]
+            else:
+                children = node.value
+            sizes[key] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[key] > limit:
+                raise _AliasBomb(node.start_mark.line + 1, cyclic=False)
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise _AliasBomb(node.start_mark.line + 1, cyclic=True)
+        if isinstance(node, yaml.ScalarNode):
+            sizes[key] = 1 + len(node.value)
+            continue
+        active.add(key)
+        stack.append((node, True))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((child, False) for pair in node.value for child in pair)
+        else:
+            stack.extend((child, False) for child in node.value)
+
+
+@functools.cache
+def _yaml_loader() -> tuple[Any, type[Any]]:
+    """(the yaml module, a safe loader class); libyaml's CSafeLoader when present."""
+    try:
+        import yaml
+    except ImportError:
+        raise VcrImportError(
+            f"reading YAML cassettes needs PyYAML, which is not installed: {VCR_EXTRA_HINT}"
+        ) from None
+    base = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+
+    def refuse_python_tag(loader: Any, suffix: str, node: Any) -> Any:
+        raise _PythonTag(f"!!python/{suffix}", node.start_mark.line + 1)
+
+    def get_single_data(self: Any) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        # Before constructing anything: aliases share nodes, so a tiny file can describe an
+        # exponentially large document that every later walk over the data would expand.
+        _expanded_size(node, yaml, self.expansion_limit)
+        return self.construct_document(node)
+
+    loader: Any = type("_CassetteLoader", (base,), {"get_single_data": get_single_data})
+    loader.add_multi_constructor("tag:yaml.org,2002:python/", refuse_python_tag)
+    return yaml, loader
+
+
+def _load_yaml(text: str, name: str) -> Any:
+    try:
+        yaml, loader_class = _yaml_loader()
+    except VcrImportError as exc:
+        raise VcrImportError(f"{name}: {exc}") from None
+    loader = loader_class(text)
+    # Generous for real files (vcrpy shares header lists), far below an alias bomb.
+    loader.expansion_limit = 4 * len(text) + (1 << 20)
+    try:
+        return loader.get_single_data()
+    except _PythonTag as exc:
+        raise VcrImportError(
+            f"{name}:{exc.line}: the YAML tag {exc.tag} would construct a Python object; "
+            "sakura-http reads cassettes with a safe loader only. Re-record the cassette with a "
+            "current vcrpy (which writes plain YAML), or replace the tagged value by hand"
+        ) from None
+    except _AliasBomb as exc:
+        what = (
+            "a YAML alias that refers to itself"
+            if exc.cyclic
+            else f"YAML aliases that expand the {len(text):,}-character file past "
+            f"{loader.expansion_limit:,} characters"
+        )
+        raise VcrImportError(
+            f"{name}:{exc.line}: refused {what} (a YAML alias bomb?); nothing was expanded. "
+            "Replace the aliases (*name) by the values they stand for if the file is genuine"
+        ) from None
+    except RecursionError:
+        raise VcrImportError(f"{name}: the YAML is nested too deeply to be a cassette") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}" if mark is not None else name
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise VcrImportError(
+            f"{where}: not a readable YAML or JSON vcrpy cassette ({problem})"
+        ) from None
+    finally:
+        loader.dispose()
+
+
+def _load_toml(text: str, name: str) -> Any:
+    try:
+        tomllib: Any = importlib.import_module("tomllib")
+    except ImportError:  # Python 3.10
+        raise VcrImportError(
+            f"{name}: reading a TOML cassette needs Python 3.11 or newer (tomllib); run the "
+            "conversion with a newer Python, or save the cassette as YAML with cassetter first"
+        ) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise VcrImportError(f"{name}: not a readable TOML cassette ({exc})") from None
+
+
+def load_vcr(text: str, name: str) -> Any:
+    """Parse a foreign cassette's text: JSON, TOML (a `.toml` name, or `[[interactions]]`)
+    or YAML (`name` is used in messages and to recognise TOML).
+
+    Raises `VcrImportError` for a syntax error, a Python-specific YAML tag, a YAML alias bomb,
+    or YAML when PyYAML is not installed.
+    """
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass  # YAML flow style also starts with "{"; let the YAML parser report it
+    if name.endswith(".toml") or re.search(r"^\[\[interactions\]\]", text, re.M):
+        return _load_toml(text, name)
+    return _load_yaml(text, name)
+
+
+# --- interpreting ----------------------------------------------------------------------------
+
+
+class _Bad(Exception):
+    """A problem inside one interaction; turned into VcrImportError with its number."""
+
+
+def _keys(mapping: Mapping[Any, Any]) -> str:
+    return ", ".join(sorted(map(str, mapping))) or "none"
+
+
+def _header_value(value: Any, what: str, name: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    raise _Bad(
+        f"{what} {name!r} has a {type(value).__name__} value ({value!r:.40}), not text; "
+        "sakura-http will not guess how it was sent. Fix the value in the source"
+    )
+
+
+def _headers(value: Any, what: str) -> Headers:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise _Bad(f"{what} must be a mapping of name to a list of values")
+    pairs: list[tuple[str, str]] = []
+    for name, values in value.items():
+        if not isinstance(name, str):
+            raise _Bad(f"{what} has a {type(name).__name__} name ({name!r:.40}), not text")
+        if not isinstance(values, list):
+            values = [values]  # old vcrpy httpx cassettes stored one value per name
+        pairs.extend((name.lower(), _header_value(v, what[:-1], name)) for v in values)
+    return tuple(pairs)
+
+
+def _text_or_bytes(value: Any, what: str) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    raise _Bad(f"{what} must be text, !!binary bytes or null, not {type(value).__name__}")
+
+
+def _content_type(headers: Headers) -> str:
+    return next((v for n, v in headers if n == "content-type"), "").partition(";")[0].strip()
+
+
+def _mapping_request_body(body: Mapping[Any, Any], headers: Headers) -> bytes:
+    """vcrpy's aiohttp stub stores `data=`/`json=` arguments as the mapping itself."""
+    mime = _content_type(headers).lower()
+    if mime == "application/json" or mime.endswith("+json"):
+        return json.dumps(body).encode("utf-8")  # as aiohttp serializes json=
+    if mime == "application/x-www-form-urlencoded":
+        return urllib.parse.urlencode(list(body.items()), doseq=True).encode("ascii")
+    raise _Bad(
+        f"the request body is a mapping (keys: {_keys(body)}), as vcrpy's aiohttp support "
+        "stores data=/json= arguments, and the request has no content-type saying how aiohttp "
+        "encoded it. Add a content-type request header (application/json or "
+        "application/x-www-form-urlencoded) to this interaction and convert again"
+    )
+
+
+def _vcr_request_body(request: Mapping[str, Any], headers: Headers) -> bytes:
+    if "parsed_body" in request:  # pydantic-ai's serializer
+        return json.dumps(request["parsed_body"]).encode("utf-8")
+    if "body" not in request:
+        raise _Bad(f"the request has no 'body' key (its keys: {_keys(request)})")
+    body = request["body"]
+    if isinstance(body, Mapping):
+        if set(body) == {"string"}:
+            return _text_or_bytes(body["string"], "the request body's 'string'")
+        return _mapping_request_body(body, headers)
+    return _text_or_bytes(body, "the request body")
+
+
+def _vcr_response_body(response: Mapping[str, Any]) -> bytes:
+    if "parsed_body" in response:  # pydantic-ai's serializer: what its deserializer gives vcrpy
+        return json.dumps(response["parsed_body"]).encode("utf-8")
+    if "body" in response:
+        body = response["body"]
+        if not isinstance(body, Mapping):
+            raise _Bad(
+                f"the response 'body' must be a mapping with a 'string' key, not {body!r:.40}"
+            )
+        if "string" not in body:
+            raise _Bad(
+                f"the response body has no 'string' key (its keys: {_keys(body)}): written by a "
+                "serializer convert does not know, so the body cannot be found. Nothing was "
+                "written; turn the body into body: {string: ...} and convert again"
+            )
+        return _text_or_bytes(body["string"], "the response body's 'string'")
+    if "content" in response:  # the old vcrpy httpx layout
+        return _text_or_bytes(response["content"], "the response 'content'")
+    raise _Bad(
+        f"the response has no body: no 'body', 'content' or 'parsed_body' key (its keys: "
+        f"{_keys(response)})"
+    )
+
+
+def _status(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 100 <= value <= 999:
+        raise _Bad(f"the response status code must be an HTTP status, got {value!r}")
+    return value
+
+
+def _vcr_status(response: Mapping[str, Any]) -> int:
+    status = response.get("status")
+    if isinstance(status, Mapping):
+        return _status(status.get("code"))
+    if status is not None:
+        return _status(status)  # a bare integer, as some writers emit
+    return _status(response.get("status_code"))  # the old vcrpy httpx layout
+
+
+def _cassetter_body(side: Mapping[str, Any], what: str) -> bytes:
+    if "body" in side:
+        body = side["body"]
+        if not isinstance(body, Mapping) or "type" not in body:
+            raise _Bad(f"the {what} 'body' must be a mapping with a 'type'")
+        kind, content, key = body["type"], body.get("content"), "body.content"
+    elif "body_type" in side:
+        kind, content, key = side["body_type"], side.get("body_content"), "body_content"
+    else:
+        raise _Bad(f"the {what} has no body ('body' or 'body_type'; its keys: {_keys(side)})")
+    if kind == "none":
+        return b""
+    if kind == "text" and isinstance(content, str):
+        return content.encode("utf-8")
+    if kind == "json":
+        if isinstance(content, str):
+            return content.encode("utf-8")
+        return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if kind == "binary" and isinstance(content, str):
+        try:
+            return bytes.fromhex(content)
+        except ValueError:
+            raise _Bad(f"the {what} {key} of type binary is not hex") from None
+    raise _Bad(
+        f"the {what} body of type {kind!r} with a {type(content).__name__} {key} is not a form "
+        "convert understands (none, text, json, or binary as hex)"
+    )
+
+
+def _mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise _Bad(f"an interaction must have a {what!r} mapping")
+    return value
+
+
+def _source(number: int, interaction: Any, kind: str) -> SourceExchange:
+    if not isinstance(interaction, Mapping):
+        raise _Bad("an interaction must be a mapping with 'request' and 'response'")
+    request = _mapping(interaction.get("request"), "request")
+    response = _mapping(interaction.get("response"), "response")
+    method, uri = request.get("method"), request.get("uri")
+    if not isinstance(method, str) or not isinstance(uri, str):
+        raise _Bad("the request needs a string 'method' and 'uri'")
+    headers = _headers(request.get("headers"), "request headers")
+    response_headers = _headers(response.get("headers"), "response headers")
+    if kind == "cassetter":
+        body = _cassetter_body(request, "request")
+        status = _status(response.get("status"))
+        response_body = _cassetter_body(response, "response")
+    else:
+        body = _vcr_request_body(request, headers)
+        status = _vcr_status(response)
+        response_body = _vcr_response_body(response)
+    return SourceExchange(
+        number, method.upper(), uri, headers, body, status, response_headers, response_body
+    )
+
+
+def _kind(data: Mapping[str, Any]) -> str:
+    if "grpc_interactions" in data or "ws_interactions" in data:
+        return "cassetter"
+    for interaction in data["interactions"]:
+        if isinstance(interaction, Mapping):
+            request = interaction.get("request")
+            if isinstance(request, Mapping) and (
+                "body_type" in request
+                or (isinstance(request.get("body"), Mapping) and "type" in request["body"])
+            ):
+                return "cassetter"
+    return "vcrpy"
+
+
+def read_foreign(data: Any, name: str) -> ForeignCassette:
+    """Interpret a parsed foreign cassette (see `load_vcr`).
+
+    Raises `VcrImportError` naming the interaction and the key for a structure it cannot
+    read, a pre-1.0 vcrpy list, an unknown version, or cassetter gRPC/WebSocket interactions
+    (sakura-http records HTTP only; dropping them would convert wrongly).
+    """
+    if isinstance(data, list):
+        raise VcrImportError(
+            f"{name}: this is a pre-1.0 vcrpy cassette (a bare list); migrate it with vcrpy's "
+            "migration script first, or re-record it"
+        )
+    lists = ("interactions", "grpc_interactions", "ws_interactions")
+    if (
+        not isinstance(data, Mapping)
+        or not any(key in data for key in lists)
+        or not isinstance(data.get("interactions", []), list)
+    ):
+        raise VcrImportError(
+            f"{name}: not a vcrpy or cassetter cassette (expected a mapping with an "
+            "'interactions' list)"
+        )
+    data = {"interactions": [], **data}  # a cassetter file may hold only gRPC/WebSocket
+    kind = _kind(data)
+    version = data.get("version", 1)
+    if version != 1:
+        raise VcrImportError(
+            f"{name}: {kind} cassette version {version!r} is not supported (this reads version 1)"
+        )
+    others = [
+        f"{len(data[key])} {label}"
+        for key, label in (("grpc_interactions", "gRPC"), ("ws_interactions", "WebSocket"))
+        if isinstance(data.get(key), list) and data[key]
+    ]
+    if others:
+        raise VcrImportError(
+            f"{name}: this cassetter cassette also holds {' and '.join(others)} interaction(s); "
+            "sakura-http records HTTP only, so converting would silently drop them. Keep those "
+            "tests on cassetter, or move the HTTP interactions into a cassette of their own"
+        )
+    exchanges = []
+    for number, interaction in enumerate(data["interactions"], start=1):
+        try:
+            exchanges.append(_source(number, interaction, kind))
+        except _Bad as exc:
+            raise VcrImportError(f"{name}: interaction {number}: {exc}") from None
+    return ForeignCassette(kind, tuple(exchanges))

@@ -1,0 +1,171 @@
+"""`sakura-http proxy` and `sakura-http ca`: the command-line face of `sakura_http.proxy`.
+
+`sakura_http.proxy` (and so cryptography) is imported only when one of these commands runs, so
+the other subcommands start as fast as before and work without the ``proxy`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+__all__ = ["add_proxy_commands"]
+
+_MODES = ("none", "new_episodes", "all")
+
+
+def _usage_error(text: str) -> Exception:
+    from . import _UsageError  # here, not at import: the CLI's __init__ imports this module
+
+    return _UsageError(text)
+
+
+def _import_proxy() -> ModuleType:
+    try:
+        import sakura_http.proxy as proxy
+    except ImportError as exc:
+        raise _usage_error(
+            f"the proxy needs the proxy extra ({exc}): pip install 'sakura-http[proxy]'"
+        ) from None
+    return proxy
+
+
+def _log_to_stderr() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("sakura_http.proxy")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _proxy(args: argparse.Namespace) -> int:
+    proxy = _import_proxy()
+    from .._exceptions import CassetteError
+
+    _log_to_stderr()
+
+    def ready(url: str, mode: Any) -> None:
+        sys.stdout.write(
+            f"sakura-http proxy listening on {url} (mode {mode.value}, cassette {args.cassette})\n"
+        )
+        sys.stdout.flush()
+
+    try:
+        proxy.run(
+            args.cassette,
+            on_ready=ready,
+            mode=args.mode,
+            listen=args.listen,
+            upstream=args.upstream,
+            secret_headers=args.secret_headers,
+            record_hosts=args.record_hosts,
+            passthrough_hosts=args.passthrough_hosts,
+            ca_dir=args.ca_dir,
+            stream_through=args.stream_through,
+            record_timings=args.record_timings,
+            replay_latency=args.replay_latency,
+        )
+    except (CassetteError, OSError) as exc:
+        raise _usage_error(str(exc)) from None
+    return 0
+
+
+def _ca(args: argparse.Namespace) -> int:
+    proxy = _import_proxy()
+    from .._exceptions import CassetteError
+
+    try:
+        ca = proxy.CertificateAuthority(args.ca_dir)
+    except (CassetteError, OSError) as exc:
+        raise _usage_error(str(exc)) from None
+    path = ca.cert_path
+    sys.stdout.write(
+        f"{path}\n"
+        "The CA certificate of `sakura-http proxy` in forward mode (its private key is beside "
+        "it, readable by you only).\nTrust it in the clients you send through the proxy:\n"
+        f"  curl --cacert {path} ...\n"
+        f"  SSL_CERT_FILE={path}        Python's ssl, httpx, OpenSSL-based tools\n"
+        f"  REQUESTS_CA_BUNDLE={path}   requests\n"
+        f"  NODE_EXTRA_CA_CERTS={path}  Node.js\n"
+        "sakura_http.proxy.serve(...).env() sets all of them, with HTTP_PROXY and HTTPS_PROXY.\n"
+    )
+    return 0
+
+
+def add_proxy_commands(
+    command: Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser],
+) -> None:
+    """Register `proxy` and `ca` through the CLI's `command(name, handler, help)` helper."""
+    proxy = command(
+        "proxy",
+        _proxy,
+        "Serve a cassette as a local HTTP proxy for clients that are not httpx: replay it, "
+        "record what is missing (--mode new_episodes) or re-record it (--mode all). Stops "
+        "gracefully on SIGINT or SIGTERM.",
+    )
+    proxy.add_argument("cassette", metavar="CASSETTE")
+    proxy.add_argument("--mode", choices=_MODES, default="none", help="record mode (none)")
+    proxy.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        metavar="HOST:PORT",
+        help="address to listen on (127.0.0.1:0, a free port); another than loopback warns",
+    )
+    proxy.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="reverse mode: serve requests for this URL (clients use the proxy as base URL); "
+        "without it, a forward proxy for HTTP_PROXY/HTTPS_PROXY clients",
+    )
+    proxy.add_argument(
+        "--secret-header",
+        dest="secret_headers",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a header forwarded but never written or matched (repeatable)",
+    )
+    proxy.add_argument(
+        "--record-host",
+        dest="record_hosts",
+        action="append",
+        default=None,
+        metavar="HOST[:PORT]",
+        help="only record from these hosts (repeatable; default: any)",
+    )
+    proxy.add_argument(
+        "--passthrough-host",
+        dest="passthrough_hosts",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="forward requests to these hosts without matching or recording (repeatable)",
+    )
+    proxy.add_argument(
+        "--ca-dir", metavar="DIR", help="forward mode: the CA's folder (see `sakura-http ca`)"
+    )
+    proxy.add_argument(
+        "--stream-through",
+        action="store_true",
+        help="while recording, hand each chunk on as it arrives",
+    )
+    proxy.add_argument("--record-timings", action="store_true", help="record chunk arrival times")
+    proxy.add_argument(
+        "--replay-latency",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="replay recorded chunk timings scaled by F (0: as fast as possible)",
+    )
+
+    ca = command(
+        "ca",
+        _ca,
+        "Print the path of the proxy's CA certificate (created on first use) and how to trust it.",
+    )
+    ca.add_argument("--ca-dir", metavar="DIR", help="the CA's folder (default: per-user)")

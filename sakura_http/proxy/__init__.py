@@ -1,0 +1,413 @@
+"""The recording proxy: cassettes for every client that is not httpx.
+
+`serve()` runs the proxy in a background thread for the length of a ``with`` block (`start()`
+without the block); `run()` serves in the foreground until SIGINT or SIGTERM (the
+``sakura-http proxy`` command).  All take the options of `RecordingTransport` (or one
+`CassetteConfig`) and join the cassette's shared `CassetteSession`, so a cassette recorded
+through the proxy replays in-process and the other way round.  `docs/proxy.md` documents it.
+
+* Reverse mode (``upstream="https://api.example.com"``): clients send ``GET /path`` to the proxy,
+  which records it as ``https://api.example.com/path``.
+* Forward mode (no upstream): an HTTP/1.1 proxy for ``HTTP_PROXY`` / ``HTTPS_PROXY`` clients;
+  ``CONNECT`` tunnels are intercepted with certificates from a local CA (`_ca.py`).
+
+Needs the ``proxy`` extra (``pip install sakura-http[proxy]``) for h11 and cryptography.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import ssl
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import httpx
+
+from .._config import CassetteConfig, resolve_config
+from .._core import RecordMode
+from .._exceptions import CassetteError, ConfigurationError
+from .._format import Exchange
+from .._hosts import split_host_entry
+from .._session import CassetteSession, CassetteUser
+from ._advice import CommandAdvice, ServeAdvice
+from ._ca import CertificateAuthority, default_ca_dir
+from ._server import ProxyServer
+
+__all__ = [
+    "DEFAULT_LISTEN",
+    "DEFAULT_SHUTDOWN_TIMEOUT",
+    "CertificateAuthority",
+    "CommandAdvice",
+    "Proxy",
+    "ServeAdvice",
+    "default_ca_dir",
+    "run",
+    "serve",
+    "start",
+]
+
+logger = logging.getLogger("sakura_http.proxy")
+
+DEFAULT_LISTEN = "127.0.0.1:0"
+#: How long a shutdown waits for exchanges in flight before cancelling them.
+DEFAULT_SHUTDOWN_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class _ProxyOptions:
+    """The proxy's own options (the cassette's are in its `CassetteConfig`)."""
+
+    upstream: str | None = None
+    listen: str = DEFAULT_LISTEN
+    ca_dir: str | os.PathLike[str] | None = None
+    verify: ssl.SSLContext | str | os.PathLike[str] | bool = True
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+
+
+def _listen_address(listen: str, cassette: str | os.PathLike[str]) -> tuple[str, int]:
+    """(host, port) to listen on; warns when the host is not a loopback address."""
+    host, port = split_host_entry(listen)
+    if not host:
+        raise ConfigurationError(
+            f"listen={listen!r} names no address; give host:port, e.g. {DEFAULT_LISTEN}"
+        )
+    if not _is_loopback(host):
+        logger.warning(
+            "sakura-http proxy: warning: listening on %s, not on a loopback address: anyone "
+            "who can reach it can replay the cassette %s (and record through it)",
+            listen,
+            cassette,
+        )
+    return host, port or 0
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _upstream_url(upstream: str) -> httpx.URL:
+    try:
+        url = httpx.URL(upstream)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"upstream={upstream!r} is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(
+            f"upstream={upstream!r} must be an http:// or https:// URL with a host, "
+            "e.g. https://api.example.com"
+        )
+    if url.query or url.fragment or url.userinfo:
+        raise ConfigurationError(
+            f"upstream={upstream!r} must be scheme, host, port and path only (no query, "
+            "fragment or user:password)"
+        )
+    return url
+
+
+def _verify_context(
+    verify: ssl.SSLContext | str | os.PathLike[str] | bool,
+) -> ssl.SSLContext | bool:
+    if isinstance(verify, (str, os.PathLike)):
+        return ssl.create_default_context(cafile=os.fspath(verify))
+    return verify
+
+
+@dataclass
+class _Prepared:
+    """A proxy ready to listen: its server, its address, and its session user."""
+
+    server: ProxyServer
+    user: CassetteUser
+    host: str
+    port: int
+    upstream: httpx.URL | None
+    ca: CertificateAuthority | None
+
+    def url(self, port: int) -> str:
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{port}"
+
+
+def _prepare(
+    caller: str,
+    cassette: str | os.PathLike[str],
+    own: _ProxyOptions,
+    config: CassetteConfig | None,
+    options: dict[str, Any],
+    environ: Mapping[str, str] | None,
+    advice: Callable[[], Any],
+) -> _Prepared:
+    """Check every option, then join the cassette's session (the one place that opens it)."""
+    if config is None:
+        options.setdefault("advice", advice())
+    config = resolve_config(caller, config, options, environ)
+    host, port = _listen_address(own.listen, cassette)
+    upstream = _upstream_url(own.upstream) if own.upstream is not None else None
+    ca = CertificateAuthority(own.ca_dir) if upstream is None else None
+    user = CassetteSession.open(cassette, config, can_record=True)  # it has the network
+    server = ProxyServer(
+        user,
+        upstream=upstream,
+        ca=ca,
+        verify=_verify_context(own.verify),
+        shutdown_timeout=own.shutdown_timeout,
+    )
+    return _Prepared(server, user, host, port, upstream, ca)
+
+
+class Proxy:
+    """A proxy running in a background thread (from `start()` or `serve()`).
+
+    `url` is its address (``http://127.0.0.1:PORT``); in forward mode `ca_cert` is the CA
+    certificate clients must trust (None in reverse mode).  `env()` gives the environment
+    variables that send a subprocess through the proxy.  Like a `RecordingTransport`, it tells
+    what happened: `appended`, `unplayed()`, and `raised`, every `CassetteError` it answered
+    with a 502 (a client may ignore such an answer; a test should not).
+    """
+
+    def __init__(self, prepared: _Prepared) -> None:
+        self._prepared = prepared
+        self._stack = contextlib.ExitStack()
+        portal = self._stack.enter_context(anyio.from_thread.start_blocking_portal())
+        try:
+            self._future, port = portal.start_task(
+                prepared.server.run, prepared.host, prepared.port
+            )
+        except BaseException:
+            self._stack.close()
+            prepared.user.close(failed=True)
+            raise
+        self._portal = portal
+        self.port: int = port
+        self.host = prepared.host
+        self.url = prepared.url(port)
+        self.upstream = str(prepared.upstream) if prepared.upstream is not None else None
+        self.ca_cert: Path | None = prepared.ca.cert_path if prepared.ca is not None else None
+        self._closed = False
+
+    @property
+    def path(self) -> str:
+        """The cassette file."""
+        return str(self._prepared.user.path)
+
+    @property
+    def config(self) -> CassetteConfig:
+        """The cassette's configuration, with the effective mode."""
+        return self._prepared.user.config
+
+    @property
+    def mode(self) -> RecordMode:
+        """The effective mode (after ``SAKURA_HTTP_RECORD``)."""
+        return self._prepared.user.mode
+
+    @property
+    def appended(self) -> int:
+        """How many exchanges the proxy has written."""
+        return self._prepared.user.appended
+
+    @property
+    def raised(self) -> list[CassetteError]:
+        """Every `CassetteError` the proxy answered with a 502, in order."""
+        return self._prepared.server.raised
+
+    def unplayed(self) -> list[Exchange]:
+        """Recorded exchanges that no request has played yet, in cassette order."""
+        return self._prepared.user.unplayed()
+
+    def env(self) -> dict[str, str]:
+        """Variables for a subprocess (``env={**os.environ, **proxy.env()}``).
+
+        Forward mode: ``HTTP_PROXY`` / ``HTTPS_PROXY`` (both cases: curl reads only the
+        lower-case ``http_proxy``) set to `url`, ``NO_PROXY`` cleared so no host bypasses it, and
+        the CA certificate in ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE`` and
+        ``NODE_EXTRA_CA_CERTS``.  Reverse mode: only ``NO_PROXY`` naming the proxy's host, so a
+        proxy set in the environment is not put in front of it; point the client's base URL at
+        `url`.
+        """
+        if self.ca_cert is None:
+            return {"NO_PROXY": self.host, "no_proxy": self.host}
+        env = {
+            name: self.url for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+        }
+        env.update(NO_PROXY="", no_proxy="")
+        for name in (
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+        ):
+            env[name] = str(self.ca_cert)
+        return env
+
+    def close(self, *, failed: bool = False) -> None:
+        """Stop the proxy gracefully (see `serve()`) and leave the cassette's session.
+
+        `failed=True` says the run did not finish cleanly: in mode "all" the old cassette is
+        then kept as it was.  Closing again does nothing.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        server = self._prepared.server
+        try:
+            self._portal.call(server.stop)
+            self._future.result()
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self._stack.close()
+            self._prepared.user.close(failed=failed)
+
+    def __repr__(self) -> str:
+        return f"<sakura_http Proxy {self.url} mode={self.mode.value!r} cassette={self.path!r}>"
+
+
+def start(
+    cassette: str | os.PathLike[str],
+    *,
+    upstream: str | None = None,
+    listen: str = DEFAULT_LISTEN,
+    ca_dir: str | os.PathLike[str] | None = None,
+    verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    config: CassetteConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+    **options: Any,
+) -> Proxy:
+    """Start a recording proxy on `cassette` in a background thread; `Proxy.close()` stops it.
+
+    Takes the same arguments as `serve()`, which is the same with a ``with`` block.
+    """
+    own = _ProxyOptions(upstream, listen, ca_dir, verify, shutdown_timeout)
+    return Proxy(_prepare("serve()", cassette, own, config, options, environ, ServeAdvice))
+
+
+@contextlib.contextmanager
+def serve(
+    cassette: str | os.PathLike[str],
+    *,
+    upstream: str | None = None,
+    listen: str = DEFAULT_LISTEN,
+    ca_dir: str | os.PathLike[str] | None = None,
+    verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    config: CassetteConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+    **options: Any,
+) -> Iterator[Proxy]:
+    """Run a recording proxy on `cassette` in a background thread for the ``with`` block.
+
+    The cassette's options are `RecordingTransport`'s, as keywords (``mode``,
+    ``secret_headers``, ``record_hosts``, ``stream_through``, ...) or one `CassetteConfig`;
+    ``SAKURA_HTTP_RECORD`` / ``SAKURA_HTTP_STRICT`` apply unless `environ` says otherwise.
+    The proxy's own:
+
+    * `upstream`: reverse mode, the base URL requests are sent to and recorded under; without
+      it the proxy is a forward proxy whose CA lives in `ca_dir` (default: `default_ca_dir()`),
+      created there on first use.
+    * `verify`: how upstream TLS is checked: True (the system's CAs, or ``SSL_CERT_FILE``), a
+      CA bundle path, an `ssl.SSLContext`, or False.
+    * `listen`: ``host:port`` (port 0: a free one); a non-loopback host logs a warning.
+    * `shutdown_timeout`: how long leaving the block waits for exchanges in flight before
+      cancelling them.
+
+    The cassette is read before the block starts (an unreadable one raises
+    `CassetteFormatError` here).  Leaving the block stops the proxy gracefully and leaves the
+    cassette's session: in mode "all" the fresh cassette replaces the old one, unless the block
+    was left by an exception or the proxy failed while serving (its error is raised here).
+    """
+    proxy = start(
+        cassette,
+        upstream=upstream,
+        listen=listen,
+        ca_dir=ca_dir,
+        verify=verify,
+        shutdown_timeout=shutdown_timeout,
+        config=config,
+        environ=environ,
+        **options,
+    )
+    try:
+        yield proxy
+    except BaseException:
+        proxy.close(failed=True)
+        raise
+    proxy.close()
+
+
+def run(
+    cassette: str | os.PathLike[str],
+    *,
+    on_ready: Callable[[str, RecordMode], None] | None = None,
+    upstream: str | None = None,
+    listen: str = DEFAULT_LISTEN,
+    ca_dir: str | os.PathLike[str] | None = None,
+    verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    config: CassetteConfig | None = None,
+    environ: Mapping[str, str] | None = None,
+    **options: Any,
+) -> None:
+    """Serve `cassette` in the foreground until SIGINT or SIGTERM, then shut down gracefully.
+
+    Takes the arguments of `serve()`; error messages name the command's flags (`CommandAdvice`)
+    unless `config` brings its own advice.  `on_ready(url, mode)` is called once the proxy
+    listens, with its URL and effective mode.  The first signal stops accepting connections and lets
+    exchanges in flight finish (for up to `shutdown_timeout` seconds), then leaves the
+    cassette's session: in mode "all" the fresh recording replaces the old file.  A second
+    signal stops at once and leaves the old file in place, as does a failure while serving.
+    """
+    own = _ProxyOptions(upstream, listen, ca_dir, verify, shutdown_timeout)
+    prepared = _prepare("sakura-http proxy", cassette, own, config, options, environ, CommandAdvice)
+    server = prepared.server
+    clean = False
+
+    async def main() -> None:
+        nonlocal clean
+        listener = await server.listen(prepared.host, prepared.port)  # errors: not grouped
+        # Signals are caught before the ready line: a script may stop the proxy at once.
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as group:
+
+                async def serve_then_stop(*, task_status: Any) -> None:
+                    nonlocal clean
+                    await server.serve(listener, task_status=task_status)
+                    clean = True
+                    group.cancel_scope.cancel()  # done: stop watching for signals
+
+                port = await group.start(serve_then_stop)
+                if on_ready is not None:
+                    on_ready(prepared.url(port), prepared.user.mode)
+                stopping = False
+                async for signum in signals:
+                    name = signal.Signals(signum).name
+                    if stopping:  # a second signal: stop now, and keep the old cassette
+                        logger.warning("sakura-http proxy: %s again: stopping now", name)
+                        group.cancel_scope.cancel()
+                        break
+                    stopping = True
+                    logger.warning(
+                        "sakura-http proxy: %s: finishing exchanges in flight, then stopping "
+                        "(%s again stops at once)",
+                        name,
+                        name,
+                    )
+                    server.stop()
+
+    try:
+        anyio.run(main)
+    finally:
+        prepared.user.close(failed=not clean)

@@ -1,0 +1,34 @@
+"""The benchmark runs and prints its table (`benchmarks/run.py --quick`), so it cannot rot.
+
+No figure is checked: timings are the benchmark's business, never the test suite's.  The full
+run is by hand (see docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_quick_benchmark_prints_every_measure(tmp_path: Path) -> None:
+    chart = tmp_path / "chart.svg"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--chart", str(chart)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=900,  # a hang guard only: the quick run takes seconds
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "| Measure | sakura-http |" in out
+    for measure in ("1. Replay", "2. Replay", "3. Open", "4. Record", "5. Replay", "6. Import"):
+        assert f"| {measure}" in out, f"no row for {measure!r}:\n{out}"
+    assert "the proxy has not landed" in out or "7. Proxy" in out
+    # The chart is drawn when matplotlib (the `bench` extra) is there, and said so when not.
+    assert f"chart written to {chart}" in out or "no chart: matplotlib is not installed" in out

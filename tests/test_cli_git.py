@@ -1,0 +1,191 @@
+"""Reviewing cassettes with git, in a real repository in tmp_path: `sakura-http diff REV --
+PATH`, `diff --git REV PATH`, and `sakura-http git-setup` making `git diff` and `git log -p`
+readable through `show --textconv`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sakura_http._format import Exchange
+from tests.cli_support import JSON, items, message, run, write_cassette
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["git", "--version"], capture_output=True, check=False).returncode != 0,
+    reason="git is not installed",
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "repo"
+    (root / "tests" / "fixtures").mkdir(parents=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    for key in [k for k in os.environ if k.startswith("GIT_")]:
+        monkeypatch.delenv(key)
+    # The venv's bin first, so git finds `sakura-http` as it does on a user's machine.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    for key, value in {
+        "HOME": str(home),  # no user-wide git configuration
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.test",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.test",
+        "GIT_PAGER": "cat",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(root)
+    git(root, "init", "-q", "-b", "main")
+    return root
+
+
+def git(root: Path, *argv: str) -> str:
+    done = subprocess.run(
+        ["git", *argv], cwd=root, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _ask(prompt: str, answer: str) -> Exchange:
+    return message(
+        body=f'{{"messages":[{{"content":"{prompt}","role":"user"}}],"model":"m"}}'.encode(),
+        response_headers=(*JSON, ("date", "Mon, 30 Nov 2026 12:00:00 GMT")),
+        response_body=f'{{"content":[{{"text":"{answer}"}}]}}'.encode(),
+        chunks=None,
+    )
+
+
+def _commit_then_change(root: Path) -> Path:
+    cassette = write_cassette(root / "tests" / "fixtures" / "chat.jsonl", [_ask("red", "Apple")])
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "record")
+    changed = replace(
+        _ask("yellow", "Banana"),
+        response_headers=(*JSON, ("date", "Tue, 01 Dec 2026 09:00:00 GMT")),
+    )
+    return write_cassette(cassette, [changed])
+
+
+def test_diff_against_a_git_revision_needs_no_temporary_file(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _commit_then_change(repo)
+    path = "tests/fixtures/chat.jsonl"
+    result = run(capsys, "diff", "HEAD", "--", path)
+    assert (result.code, result.err) == (1, "")
+    lines = result.out.splitlines()
+    assert lines[0] == "changed #1 POST https://api.example.test/v1/messages -> 200 " + (
+        "(the request changed)"
+    )
+    assert '        -      "content": "red",' in lines
+    assert '        +      "content": "yellow",' in lines
+    assert any(line.startswith("    response header date:") for line in lines)
+    quiet = run(capsys, "diff", "--ignore-header", "date", "--git", "HEAD", path)
+    assert quiet.code == 1
+    assert "date" not in quiet.out
+    assert quiet.out.splitlines()[0] == lines[0]
+    # From a sub-folder too: the path is relative to where the command runs.
+    os.chdir(repo / "tests")
+    assert run(capsys, "diff", "HEAD", "--", "fixtures/chat.jsonl").out == result.out
+
+
+def test_diff_between_two_revisions_and_of_a_new_file(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassette = _commit_then_change(repo)
+    git(repo, "commit", "-q", "-am", "re-record")
+    assert run(capsys, "diff", "HEAD~1", "HEAD", "--", cassette).code == 1
+    assert run(capsys, "diff", "HEAD", "HEAD", "--", cassette).code == 0
+    fresh = write_cassette(repo / "tests" / "fixtures" / "new.jsonl", [items()])
+    result = run(capsys, "diff", "HEAD", "--", fresh)
+    assert result.code == 1
+    assert result.out.splitlines()[0] == (
+        "added   #1 id=list-items GET https://api.example.test/v1/items -> 200"
+    )
+
+
+def test_git_revision_errors_are_one_line(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cassette = _commit_then_change(repo)
+    for argv in (
+        ["diff", "no-such-rev", "--", str(cassette)],
+        ["diff", "HEAD", "--", str(cassette), str(cassette)],
+        ["diff", "--git", "HEAD", str(cassette), str(cassette)],
+        ["diff", str(cassette)],
+    ):
+        result = run(capsys, *argv)
+        assert result.code == 2, argv
+        assert len(result.err.splitlines()) == 1, result.err
+        assert "Traceback" not in result.err
+    forgot = run(capsys, "diff", "HEAD", cassette)
+    assert forgot.code == 2
+    assert f"run `sakura-http diff HEAD -- {cassette}`" in forgot.err
+
+
+def test_git_setup_makes_git_diff_and_log_readable(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = run(capsys, "git-setup")
+    assert result.code == 0, result
+    attributes = repo / ".gitattributes"
+    assert result.out.splitlines() == [
+        f"added to {attributes}: *.jsonl diff=sakura-http",
+        'set git config diff.sakura-http.textconv "sakura-http show --textconv" '
+        "(this repository only)",
+        "`git diff` and `git log -p` now show cassettes one field per line",
+    ]
+    assert attributes.read_text() == "*.jsonl diff=sakura-http\n"
+    assert git(repo, "config", "diff.sakura-http.textconv").strip() == (
+        "sakura-http show --textconv"
+    )
+    again = run(capsys, "git-setup")  # idempotent
+    assert again.out.splitlines()[0] == f"already in {attributes}: *.jsonl diff=sakura-http"
+    assert attributes.read_text() == "*.jsonl diff=sakura-http\n"
+
+    _commit_then_change(repo)
+    diff = git(repo, "diff")
+    assert '-          "content": "red",' in diff.splitlines()
+    assert '+          "content": "yellow",' in diff.splitlines()
+    assert "-response header date: Mon, 30 Nov 2026 12:00:00 GMT" in diff
+    assert '{"method"' not in diff  # no raw JSON line anywhere
+    git(repo, "commit", "-q", "-am", "re-record")
+    log = git(repo, "log", "-p", "-1")
+    assert '+          "text": "Banana"' in log
+
+
+def test_git_setup_outside_a_repository_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = tmp_path / "plain"
+    outside.mkdir()
+    monkeypatch.chdir(outside)
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    result = run(capsys, "git-setup")
+    assert result.code == 2
+    assert "git rev-parse failed" in result.err
+    assert len(result.err.splitlines()) == 1
+
+
+def test_the_documented_two_line_recipe_works(repo: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    (recipe,) = [
+        block
+        for block in re.findall(r"^```sh\n(.*?)^```$", doc, flags=re.M | re.S)
+        if ".gitattributes" in block
+    ]
+    assert len(recipe.splitlines()) == 2
+    for line in recipe.splitlines():
+        done = subprocess.run(line, shell=True, cwd=repo, capture_output=True, timeout=120)
+        assert done.returncode == 0, (line, done.stderr)
+    _commit_then_change(repo)
+    diff = git(repo, "diff").splitlines()
+    assert '-          "content": "red",' in diff
+    assert '+          "content": "yellow",' in diff

@@ -1,0 +1,684 @@
+"""The recording proxy in reverse mode (`--upstream`): record, replay, stream, refuse, survive.
+
+Real clients talk to `sakura_http.proxy.serve()` on 127.0.0.1, which talks to the deterministic
+upstream of `tests.proxy_support`.  Cassettes recorded through the proxy and in-process with
+`RecordingTransport` are compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx_sse
+import pytest
+
+from sakura_http import CassetteMiss, RecordingTransport
+from sakura_http.proxy import serve
+from sakura_http.proxy._server import client_headers, forwarded_headers, recorded_headers
+from tests.proxy_support import HANG_GUARD, Upstream, sse_events, start_upstream
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    with start_upstream() as running:
+        yield running
+
+
+def exchanges(path: Path) -> list[dict[str, Any]]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines[1:]]
+
+
+def client(proxy_url: str, **options: Any) -> httpx.Client:
+    return httpx.Client(base_url=proxy_url, timeout=HANG_GUARD, **options)
+
+
+def raw_exchange(port: int, data: bytes, *, shut: bool = True) -> bytes:
+    """Send raw bytes to the proxy and read until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sock:
+        sock.sendall(data)
+        if shut:
+            sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+# --- the header rules --------------------------------------------------------------------
+
+
+def test_recorded_headers_drop_what_is_addressed_to_the_proxy_and_set_host() -> None:
+    raw = [
+        (b"Host", b"127.0.0.1:9"),
+        (b"Proxy-Connection", b"keep-alive"),
+        (b"Proxy-Authorization", b"Basic eDp5"),
+        (b"Expect", b"100-continue"),
+        (b"Connection", b"keep-alive"),
+        (b"Accept", b"*/*"),
+    ]
+    assert recorded_headers(raw, b"api.example") == [
+        (b"Host", b"api.example"),
+        (b"Connection", b"keep-alive"),
+        (b"Accept", b"*/*"),
+    ]
+    assert recorded_headers([(b"Accept", b"*/*")], b"api.example")[0] == (b"Host", b"api.example")
+
+
+def test_forwarded_headers_drop_hop_by_hop_ones() -> None:
+    raw = [
+        (b"Host", b"api.example"),
+        (b"Connection", b"keep-alive, X-Hop"),
+        (b"X-Hop", b"1"),
+        (b"Keep-Alive", b"timeout=5"),
+        (b"Transfer-Encoding", b"chunked"),
+        (b"Content-Length", b"3"),
+        (b"TE", b"trailers"),
+        (b"X-Kept", b"yes"),
+    ]
+    assert forwarded_headers(raw) == [(b"Host", b"api.example"), (b"X-Kept", b"yes")]
+
+
+def test_client_headers_keep_a_true_content_length_only() -> None:
+    stored = (("content-length", "5"), ("transfer-encoding", "chunked"), ("x-a", "1"))
+    assert client_headers(stored, bodiless=False, body_length=5) == [
+        (b"content-length", b"5"),
+        (b"x-a", b"1"),
+    ]
+    assert client_headers(stored, bodiless=False, body_length=7) == [(b"x-a", b"1")]
+    # HEAD, 204 and 304 keep the content-length of the body they do not carry.
+    assert client_headers(stored, bodiless=True, body_length=0)[0] == (b"content-length", b"5")
+
+
+# --- record, replay, interchange -----------------------------------------------------------
+
+
+def test_records_under_the_upstream_url_and_replays_offline(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "api.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        recorded = http.post("/v1/items?page=2", json={"name": "café"})
+    assert recorded.status_code == 200
+    (line,) = exchanges(cassette)
+    assert line["url"] == f"{upstream.url}/v1/items?page=2"
+    assert ["host", f"127.0.0.1:{upstream.port}"] in line["headers"]
+    seen = len(upstream.requests)
+
+    with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        replayed = http.post("/v1/items?page=2", json={"name": "café"})
+    assert len(upstream.requests) == seen  # offline
+    assert replayed.status_code == 200
+    assert replayed.json() == recorded.json()
+    assert replayed.headers["content-length"] == recorded.headers["content-length"]
+
+
+def test_upstream_with_a_path_prefix(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "prefix.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url + "/api/", mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        assert http.get("/v1/x").json()["path"] == "/api/v1/x"
+    assert exchanges(cassette)[0]["url"] == f"{upstream.url}/api/v1/x"
+
+
+REQUESTS = [
+    ("GET", "/v1/items?b=2&a=1", None, {}),
+    ("POST", "/v1/items", {"name": "café", "tags": ["x"]}, {"x-test": "one"}),
+    ("PUT", "/v1/items/1", {"n": 1}, {}),
+    ("DELETE", "/v1/items/1", None, {}),
+    ("GET", "/sse?n=4", None, {"accept": "text/event-stream"}),
+    ("GET", "/gzip", None, {}),
+    ("GET", "/status/204", None, {}),
+]
+
+
+def _send_all(http: httpx.Client) -> list[tuple[int, bytes]]:
+    out = []
+    for method, path, body, headers in REQUESTS:
+        response = http.request(method, path, json=body, headers=headers)
+        out.append((response.status_code, response.content))
+    return out
+
+
+def test_a_cassette_recorded_through_the_proxy_is_the_in_process_cassette(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    through_proxy = tmp_path / "proxy.jsonl"
+    in_process = tmp_path / "in-process.jsonl"
+    with (
+        serve(through_proxy, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        proxied = _send_all(http)
+    transport = RecordingTransport(in_process, mode="new_episodes", outer=httpx.HTTPTransport())
+    with httpx.Client(base_url=upstream.url, transport=transport) as http:
+        direct = _send_all(http)
+    assert proxied == direct
+    assert through_proxy.read_bytes() == in_process.read_bytes()
+
+
+def test_each_replays_the_other(tmp_path: Path, upstream: Upstream) -> None:
+    through_proxy = tmp_path / "proxy.jsonl"
+    in_process = tmp_path / "in-process.jsonl"
+    with (
+        serve(through_proxy, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        expected = _send_all(http)
+    transport = RecordingTransport(in_process, mode="new_episodes", outer=httpx.HTTPTransport())
+    with httpx.Client(base_url=upstream.url, transport=transport) as http:
+        _send_all(http)
+    seen = len(upstream.requests)
+
+    # In-process replay of the proxy's cassette, and proxy replay of the in-process one.
+    with httpx.Client(base_url=upstream.url, transport=RecordingTransport(through_proxy)) as http:
+        assert _send_all(http) == expected
+    with serve(in_process, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        assert _send_all(http) == expected
+    assert len(upstream.requests) == seen
+    assert through_proxy.read_bytes() == in_process.read_bytes()  # replay wrote nothing
+
+
+def test_sse_keeps_its_recorded_chunks(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "sse.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+        httpx_sse.connect_sse(http, "GET", "/sse?n=5") as source,
+    ):
+        live = [event.data for event in source.iter_sse()]
+    (line,) = exchanges(cassette)
+    assert line["chunks"] == [len(e) for e in sse_events(5)]
+
+    with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        with http.stream(
+            "GET", "/sse?n=5", headers={"accept": "text/event-stream", "cache-control": "no-store"}
+        ) as response:
+            chunks = list(response.iter_raw())
+        with httpx_sse.connect_sse(http, "GET", "/sse?n=5") as source:
+            replayed = [event.data for event in source.iter_sse()]
+    assert response.headers["transfer-encoding"] == "chunked"
+    assert chunks == sse_events(5)  # one chunk per recorded chunk
+    assert replayed == live == [json.dumps({"n": i}) for i in range(1, 6)]
+
+
+@pytest.mark.anyio
+async def test_stream_through_hands_chunks_on_while_recording(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "tee.jsonl"
+    with serve(cassette, upstream=upstream.url, mode="new_episodes", stream_through=True) as proxy:
+        async with (
+            httpx.AsyncClient(base_url=proxy.url, timeout=HANG_GUARD) as http,
+            http.stream("GET", "/sse?n=3") as response,
+        ):
+            chunks = [chunk async for chunk in response.aiter_raw()]
+    assert chunks == sse_events(3)
+    (line,) = exchanges(cassette)
+    assert line["chunks"] == [len(e) for e in sse_events(3)]
+    assert not line.get("truncated")
+
+
+def test_gzip_is_stored_decoded_and_replayed_plain(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "gzip.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        assert http.get("/gzip").text == "hello " * 100
+    (line,) = exchanges(cassette)
+    assert line["response_body"] == "hello " * 100
+    with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        response = http.get("/gzip")
+    assert "content-encoding" not in response.headers
+    assert response.text == "hello " * 100
+
+
+# --- HTTP/1.1 semantics ----------------------------------------------------------------------
+
+
+def test_head_204_and_304_carry_no_body(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "bodiless.jsonl"
+    for mode in ("new_episodes", "none"):
+        with serve(cassette, upstream=upstream.url, mode=mode) as proxy:
+            for path, method, status in (
+                ("/status/204", "GET", 204),
+                ("/status/304", "GET", 304),
+                ("/v1/x", "HEAD", 200),
+            ):
+                request = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                answer = raw_exchange(proxy.port, request.encode())
+                head, _, body = answer.partition(b"\r\n\r\n")
+                assert head.startswith(b"HTTP/1.1 %d" % status)
+                assert body == b""
+            # HEAD keeps the length of the body a GET would get.
+            with client(proxy.url) as http:
+                assert int(http.head("/v1/x").headers["content-length"]) > 0
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "keepalive.jsonl"
+    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
+        request = b"GET /v1/%d HTTP/1.1\r\nHost: x\r\n\r\n"
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
+            stream = sock.makefile("rb")
+            for n in range(3):
+                sock.sendall(request % n)
+                status = stream.readline()
+                assert status.startswith(b"HTTP/1.1 200")
+                length = 0
+                while (line := stream.readline()) != b"\r\n":
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                assert json.loads(stream.read(length))["path"] == f"/v1/{n}"
+    assert len(exchanges(cassette)) == 3
+
+
+def test_chunked_request_body_and_expect_100_continue(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "upload.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Expect: 100-continue\r\nConnection: close\r\n\r\n"
+        )
+        assert sock.recv(1024).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["body"] == "hello world"
+    (line,) = exchanges(cassette)
+    assert line["body"] == "hello world"
+    names = [name for name, _ in line["headers"]]
+    assert "expect" not in names and "transfer-encoding" in names
+
+
+def test_dozens_of_simultaneous_clients(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "many.jsonl"
+    count = 48
+
+    def one(n: int) -> Any:
+        with client(proxy.url) as http:
+            return http.get(f"/v1/{n}").json()["path"]
+
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        ThreadPoolExecutor(max_workers=count) as pool,
+    ):
+        assert sorted(pool.map(one, range(count))) == sorted(f"/v1/{n}" for n in range(count))
+    assert len(exchanges(cassette)) == count
+    with serve(cassette, upstream=upstream.url) as proxy, ThreadPoolExecutor(count) as pool:
+        assert len(list(pool.map(one, range(count)))) == count
+    assert len(upstream.requests) == count
+
+
+# --- errors answer 502 with their name ---------------------------------------------------------
+
+
+def _assert_error(response: httpx.Response, name: str, *texts: str) -> None:
+    assert response.status_code == 502
+    assert response.headers["x-sakura-http-error"] == name
+    assert response.headers["x-should-retry"] == "false"
+    assert response.headers["content-type"].startswith("text/plain")
+    for text in texts:
+        assert text in response.text
+
+
+def test_a_miss_answers_502_with_the_cassette_miss_text(
+    tmp_path: Path, upstream: Upstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    cassette = tmp_path / "miss.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/recorded")
+    with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:
+        assert [e.url for e in proxy.unplayed()] == [f"{upstream.url}/v1/recorded"]
+        response = http.get("/v1/other")
+        assert http.get("/v1/recorded").status_code == 200  # the connection still serves
+        assert proxy.unplayed() == [] and proxy.appended == 0
+        (miss,) = proxy.raised
+    assert isinstance(miss, CassetteMiss) and miss.url == f"{upstream.url}/v1/other"
+    _assert_error(
+        response,
+        "miss",
+        f"GET {upstream.url}/v1/other is not in the cassette",
+        f"#1 GET {upstream.url}/v1/recorded",
+        'pass mode="new_episodes" to serve()',  # advice worded for serve()
+    )
+    assert "is not in the cassette" in caplog.text
+    assert len(upstream.requests) == 1
+
+
+def test_credentials_are_refused_before_anything_is_sent(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "secret.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        response = http.get("/v1/me", headers={"authorization": "Bearer sk-live-123456"})
+    _assert_error(
+        response,
+        "credential",
+        "header authorization belongs in secret_headers",
+        'serve(..., secret_headers=["authorization"])',
+    )
+    assert upstream.requests == []
+    assert not cassette.exists()
+
+    with (
+        serve(
+            cassette, upstream=upstream.url, mode="new_episodes", secret_headers=["authorization"]
+        ) as proxy,
+        client(proxy.url) as http,
+    ):
+        assert http.get("/v1/me", headers={"authorization": "Bearer sk-live-123456"}).is_success
+    assert upstream.requests[0][2]["authorization"] == "Bearer sk-live-123456"
+    assert "sk-live" not in cassette.read_text()
+
+
+def test_over_size_bodies_answer_502(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "big.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes", max_body_bytes=1000) as proxy,
+        client(proxy.url) as http,
+    ):
+        request_side = http.post("/v1/upload", content=b"x" * 5000)
+        response_side = http.get("/big?size=5000")
+    _assert_error(request_side, "body-too-large", "request body over 1,000 bytes")
+    _assert_error(response_side, "body-too-large", "response body over 1,000 bytes")
+    assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_a_forbidden_recording_answers_502(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "forbidden.jsonl"
+    with (
+        serve(
+            cassette, upstream=upstream.url, mode="new_episodes", record_hosts=["api.example"]
+        ) as proxy,
+        client(proxy.url) as http,
+    ):
+        response = http.get("/v1/x")
+    _assert_error(response, "recording-forbidden", "not in record_hosts")
+    assert upstream.requests == []
+
+
+def test_an_unreachable_upstream_answers_502(tmp_path: Path) -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]  # bound, never listening: connections are refused
+        with (
+            serve(
+                tmp_path / "down.jsonl", upstream=f"http://127.0.0.1:{port}", mode="new_episodes"
+            ) as proxy,
+            client(proxy.url) as http,
+        ):
+            response = http.get("/v1/x")
+    _assert_error(response, "upstream", "the upstream request failed: ConnectError")
+
+
+# --- bad input never crashes it ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (b"THIS IS NOT HTTP\r\n\r\n", b"400"),
+        (b"GET / HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"a" * 200_000 + b"\r\n\r\n", b"431"),
+        (b"GET http://elsewhere.example/ HTTP/1.1\r\nHost: x\r\n\r\n", b"400"),
+        (b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n", b"400"),
+        (b"POST /v1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly-part", b"400"),
+        (b"GET /v1 HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n", b"400"),
+    ],
+    ids=[
+        "garbage",
+        "huge-headers",
+        "absolute-form",
+        "connect",
+        "disconnect-mid-body",
+        "bad-length",
+    ],
+)
+def test_bad_input_closes_that_connection_only(
+    tmp_path: Path, upstream: Upstream, data: bytes, status: bytes
+) -> None:
+    cassette = tmp_path / "bad.jsonl"
+    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
+        with client(proxy.url) as http:
+            http.get("/v1/before")
+        answer = raw_exchange(proxy.port, data)
+        assert answer.startswith(b"HTTP/1.1 " + status)
+        assert b"x-sakura-http-error: bad-request" in answer
+        with client(proxy.url) as http:
+            assert http.get("/v1/after").status_code == 200
+    assert [line["url"].rsplit("/", 1)[1] for line in exchanges(cassette)] == ["before", "after"]
+
+
+# --- shutdown --------------------------------------------------------------------------------
+
+
+def test_shutdown_lets_exchanges_in_flight_finish(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "inflight.jsonl"
+    results: list[httpx.Response] = []
+    started = threading.Event()
+
+    def slow_client(url: str) -> None:
+        with client(url) as http:
+            started.set()
+            results.append(http.get("/wait"))
+
+    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
+        thread = threading.Thread(target=slow_client, args=(proxy.url,))
+        thread.start()
+        started.wait(HANG_GUARD)
+        while not upstream.requests:  # the request reached the upstream
+            threading.Event().wait(0.01)
+        threading.Timer(0.2, upstream.release.set).start()
+    thread.join(HANG_GUARD)
+    assert results[0].text == "released"
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/wait"]
+
+
+def test_mode_all_replaces_the_cassette_on_a_clean_shutdown(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "rerecord.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/old")
+    with serve(cassette, upstream=upstream.url, mode="all") as proxy, client(proxy.url) as http:
+        http.get("/v1/new")
+        assert [e["url"] for e in exchanges(cassette)] == [f"{upstream.url}/v1/old"]
+    assert [e["url"] for e in exchanges(cassette)] == [f"{upstream.url}/v1/new"]
+
+
+def test_mode_all_keeps_the_old_cassette_when_the_block_fails(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "failed.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/old")
+    old = cassette.read_bytes()
+    with (
+        pytest.raises(RuntimeError, match="the test failed"),
+        serve(cassette, upstream=upstream.url, mode="all") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/new")
+        raise RuntimeError("the test failed")
+    assert cassette.read_bytes() == old
+    assert not (tmp_path / "failed.jsonl.recording").exists()
+
+
+def test_a_non_loopback_listen_address_warns(caplog: pytest.LogCaptureFixture) -> None:
+    from sakura_http.proxy import _listen_address
+
+    with caplog.at_level(logging.WARNING, "sakura_http.proxy"):
+        assert _listen_address("[::1]:0", "a.jsonl") == ("::1", 0)
+        assert _listen_address("localhost:8080", "a.jsonl") == ("localhost", 8080)
+        assert _listen_address("127.0.0.2", "a.jsonl") == ("127.0.0.2", 0)
+        assert caplog.text == ""
+        # Nothing is bound here: the address is only checked.
+        assert _listen_address("0.0.0.0:0", "a.jsonl") == ("0.0.0.0", 0)
+    assert "anyone who can reach it can replay the cassette a.jsonl" in caplog.text
+
+
+# --- options shared with RecordingTransport ---------------------------------------------------
+
+
+def test_record_timings_and_replay_latency(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "timed.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes", record_timings=True) as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/sse?n=3")
+    (line,) = exchanges(cassette)
+    assert len(line["timings_ms"]) == 3
+    with (
+        serve(cassette, upstream=upstream.url, replay_latency=0.5) as proxy,
+        client(proxy.url) as http,
+        http.stream("GET", "/sse?n=3") as response,
+    ):
+        assert list(response.iter_raw()) == sse_events(3)
+
+
+def test_record_errors_replays_the_recorded_failure(tmp_path: Path) -> None:
+    cassette = tmp_path / "fault.jsonl"
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{unused.getsockname()[1]}"
+        with (
+            serve(cassette, upstream=down, mode="new_episodes", record_errors=True) as proxy,
+            client(proxy.url) as http,
+        ):
+            live = http.get("/v1/x")
+        with serve(cassette, upstream=down) as proxy, client(proxy.url) as http:
+            replayed = http.get("/v1/x")
+    (line,) = exchanges(cassette)
+    assert line["error"]["type"] == "ConnectError"
+    _assert_error(live, "upstream", "ConnectError")
+    _assert_error(replayed, "upstream", "the recorded upstream request failed: ConnectError")
+
+
+def test_upstream_tls_is_verified(tmp_path: Path) -> None:
+    with start_upstream(tls=True, folder=tmp_path) as upstream:
+        with (
+            serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes") as proxy,
+            client(proxy.url) as http,
+        ):
+            refused = http.get("/v1/x")  # the trustme CA is not one of the system's
+        with (
+            serve(
+                tmp_path / "a.jsonl",
+                upstream=upstream.url,
+                mode="new_episodes",
+                verify=upstream.ca_file,
+            ) as proxy,
+            client(proxy.url) as http,
+        ):
+            assert http.get("/v1/x").json()["path"] == "/v1/x"
+    _assert_error(refused, "upstream", "CERTIFICATE_VERIFY_FAILED")
+    assert len(exchanges(tmp_path / "a.jsonl")) == 1
+
+
+def test_a_client_leaving_a_stream_through_records_it_truncated(tmp_path: Path) -> None:
+    from tests.servers import sse_event, start_stream_server
+
+    cassette = tmp_path / "left.jsonl"
+    with start_stream_server() as server:
+        with (
+            serve(cassette, upstream=server.url, mode="new_episodes", stream_through=True) as proxy,
+            client(proxy.url) as http,
+            http.stream("GET", "/sse/endless?gap_ms=20") as response,
+        ):
+            stream = response.iter_raw()
+            first = [next(stream), next(stream)]
+        assert first == [sse_event(1), sse_event(2)]
+    (line,) = exchanges(cassette)
+    assert line["truncated"] is True
+    assert line["response_body"].startswith((sse_event(1) + sse_event(2)).decode())
+
+
+@pytest.mark.parametrize("stream_through", [False, True])
+def test_an_upstream_breaking_mid_body_records_nothing(
+    tmp_path: Path, upstream: Upstream, stream_through: bool
+) -> None:
+    cassette = tmp_path / "broken.jsonl"
+    with (
+        serve(
+            cassette, upstream=upstream.url, mode="new_episodes", stream_through=stream_through
+        ) as proxy,
+        client(proxy.url) as http,
+    ):
+        if stream_through:  # the head was sent: the client sees the body end too early
+            with pytest.raises(httpx.RemoteProtocolError):
+                http.get("/broken")
+        else:
+            _assert_error(http.get("/broken"), "upstream", "RemoteProtocolError")
+        assert http.get("/v1/after").status_code == 200  # the proxy serves on
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/v1/after"]
+
+
+def test_shutdown_waits_a_bounded_time(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "stuck.jsonl"
+    failures: list[BaseException] = []
+
+    def stuck_client(url: str) -> None:
+        with client(url) as http:
+            try:
+                http.get("/wait")
+            except httpx.HTTPError as exc:
+                failures.append(exc)
+
+    with serve(cassette, upstream=upstream.url, mode="new_episodes", shutdown_timeout=0.2) as proxy:
+        thread = threading.Thread(target=stuck_client, args=(proxy.url,))
+        thread.start()
+        while not upstream.requests:
+            threading.Event().wait(0.01)
+    # The block ended although the upstream never answered: the exchange was cancelled.
+    upstream.release.set()
+    thread.join(HANG_GUARD)
+    assert isinstance(failures[0], httpx.RemoteProtocolError)
+    assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_the_public_surface_is_sorted_and_documented() -> None:
+    import sakura_http.proxy as proxy
+
+    assert proxy.__all__ == sorted(proxy.__all__, key=lambda n: (not n.isupper(), n))
+    for name in ("serve", "start", "run", "Proxy", "CertificateAuthority", "default_ca_dir"):
+        assert name in proxy.__all__
+    for name in proxy.__all__:
+        member = getattr(proxy, name)
+        if callable(member):
+            assert member.__doc__, name

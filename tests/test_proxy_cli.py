@@ -1,0 +1,216 @@
+"""`sakura-http proxy` and `sakura-http ca` as a script uses them: a real process, its ready
+line, requests from real clients, and SIGINT / SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.proxy_support import HANG_GUARD, Upstream, start_upstream
+
+READY = re.compile(
+    r"^sakura-http proxy listening on (http://127\.0\.0\.1:\d+) \(mode (\w+), cassette (.+)\)$"
+)
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    with start_upstream() as running:
+        yield running
+
+
+class ProxyProcess:
+    """`sakura-http proxy ...` running; `url` and `mode` come from its ready line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sakura_http", "proxy", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.ready = self.process.stdout.readline().rstrip("\n")
+        match = READY.match(self.ready)
+        if match is None:
+            _, err = self.process.communicate(timeout=HANG_GUARD)
+            raise AssertionError(f"no ready line: {self.ready!r}; stderr: {err}")
+        self.url, self.mode, self.cassette = match.groups()
+
+    def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str]:
+        self.process.send_signal(signum)
+        _, err = self.process.communicate(timeout=HANG_GUARD)
+        return self.process.returncode, err
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sakura_http", *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def urls(path: Path) -> list[str]:
+    return [json.loads(line)["url"] for line in path.read_text().splitlines()[1:]]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_record_with_the_command_then_replay_offline(
+    tmp_path: Path, upstream: Upstream, signum: int
+) -> None:
+    cassette = tmp_path / "cli.jsonl"
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "new_episodes")
+    assert proxy.mode == "new_episodes" and proxy.cassette == str(cassette)
+    live = httpx.get(f"{proxy.url}/v1/items?page=1", timeout=HANG_GUARD)
+    code, err = proxy.stop(signum)
+    assert code == 0, err
+    assert signal.Signals(signum).name in err
+    assert urls(cassette) == [f"{upstream.url}/v1/items?page=1"]
+
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url)
+    assert proxy.mode == "none"
+    replayed = httpx.get(f"{proxy.url}/v1/items?page=1", timeout=HANG_GUARD)
+    missed = httpx.get(f"{proxy.url}/v1/other", timeout=HANG_GUARD)
+    code, err = proxy.stop()
+    assert replayed.content == live.content
+    assert missed.status_code == 502 and missed.headers["x-sakura-http-error"] == "miss"
+    assert f"GET {upstream.url}/v1/other is not in the cassette" in err  # logged on stderr
+    assert "restart the proxy with `--mode new_episodes`" in missed.text
+    assert len(upstream.requests) == 1
+
+
+def test_mode_all_replaces_the_file_only_on_a_clean_shutdown(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "all.jsonl"
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "new_episodes")
+    httpx.get(f"{proxy.url}/v1/old", timeout=HANG_GUARD)
+    proxy.stop()
+    old = cassette.read_bytes()
+
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "all")
+    httpx.get(f"{proxy.url}/v1/killed", timeout=HANG_GUARD)
+    proxy.process.kill()  # no clean shutdown: the old file stays
+    proxy.process.communicate(timeout=HANG_GUARD)
+    assert cassette.read_bytes() == old
+
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "all")
+    httpx.get(f"{proxy.url}/v1/new", timeout=HANG_GUARD)
+    assert cassette.read_bytes() == old  # not before the shutdown
+    code, _ = proxy.stop(signal.SIGINT)
+    assert code == 0
+    assert urls(cassette) == [f"{upstream.url}/v1/new"]
+
+
+def test_the_record_environment_variables_apply(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "env.jsonl"
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, env={"SAKURA_HTTP_RECORD": "new_episodes"}
+    )
+    assert proxy.mode == "new_episodes"
+    httpx.get(f"{proxy.url}/v1/x", timeout=HANG_GUARD)
+    proxy.stop()
+    assert len(urls(cassette)) == 1
+
+    result = cli(
+        "proxy", str(cassette), "--upstream", upstream.url, "--mode", "all",
+        env={"SAKURA_HTTP_STRICT": "1"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "SAKURA_HTTP_STRICT=1 forbids recording" in result.stderr
+
+
+def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> None:
+    cassette = tmp_path / "bad.jsonl"
+    cassette.write_text('{"schema_version":"1.0","kind":"cassette"}\nnot json\n')
+    result = cli("proxy", str(cassette), "--upstream", "http://127.0.0.1:9")
+    assert result.returncode == 2
+    assert f"{cassette}:2" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--upstream", "ftp://api.example"], "must be an http:// or https:// URL"),
+        (["--upstream", "https://api.example?x=1"], "no query"),
+        (["--listen", ":0"], "names no address"),
+        (["--mode", "sometimes"], "invalid choice"),
+    ],
+)
+def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
+    result = cli("proxy", str(tmp_path / "a.jsonl"), *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli(
+            "proxy", str(tmp_path / "a.jsonl"), "--upstream", "http://127.0.0.1:9",
+            "--listen", f"127.0.0.1:{port}",
+        )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"sakura-http proxy: error: cannot listen on 127.0.0.1:{port} (Address already in "
+        "use); pick another address or port (port 0 picks a free one)\n"
+    )
+
+
+def test_forward_mode_tells_where_the_ca_is(tmp_path: Path, upstream: Upstream) -> None:
+    ca_dir = tmp_path / "ca"
+    result = cli("ca", "--ca-dir", str(ca_dir))
+    assert result.returncode == 0
+    path = result.stdout.splitlines()[0]
+    assert path == str(ca_dir / "sakura-http-ca-cert.pem")
+    for hint in ("curl --cacert", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
+        assert hint in result.stdout
+
+    proxy = ProxyProcess(str(tmp_path / "fwd.jsonl"), "--ca-dir", str(ca_dir), "--mode", "all")
+    with httpx.Client(proxy=proxy.url, timeout=HANG_GUARD) as http:
+        assert http.get(f"{upstream.url}/v1/fwd").status_code == 200
+    proxy.stop()
+    assert urls(tmp_path / "fwd.jsonl") == [f"{upstream.url}/v1/fwd"]
+    assert result.stdout == cli("ca", "--ca-dir", str(ca_dir)).stdout  # the same CA
+
+
+def test_the_command_does_not_load_the_proxy_until_asked() -> None:
+    code = (
+        "import sys; from sakura_http.cli import main, build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('cryptography', "
+        "'sakura_http.proxy', 'h11'))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD
+    )
+    assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_help_lists_every_flag() -> None:
+    out = cli("proxy", "--help").stdout
+    for flag in (
+        "--mode", "--listen", "--upstream", "--secret-header", "--record-host",
+        "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
+        "--replay-latency",
+    ):  # fmt: skip
+        assert flag in out
