@@ -123,16 +123,12 @@ def echoes(secret: str) -> str:
 
 
 def echo_headers(secret: str) -> list[tuple[bytes, bytes]]:
-    headers = [
+    return [
         (b"content-type", b"text/plain; charset=utf-8"),
+        (b"x-echo-raw", secret.encode()),
         (b"x-echo-quoted", quote(secret, safe="").encode()),
         (b"set-cookie", f"session={quote(secret, safe='')}".encode()),
     ]
-    if secret.isascii():
-        # Non-ASCII response header values cannot be handed back to the caller by httpx yet
-        # (issue 9, item 11), which the live response while recording needs.
-        headers.append((b"x-echo-raw", secret.encode()))
-    return headers
 
 
 def compress(encoding: str, data: bytes) -> bytes:
@@ -178,6 +174,7 @@ class Scenario:
             latin = [(b"content-type", b"text/plain; charset=iso-8859-1")]
             try:
                 latin_body = body + b"latin-1: " + secret.encode("latin-1") + b"\n"
+                latin.append((b"x-echo-latin1", secret.encode("latin-1")))
             except UnicodeEncodeError:
                 latin_body = body
             return httpx.Response(200, headers=echo_headers(secret)[1:] + latin, content=latin_body)
