@@ -21,7 +21,7 @@ from typing import Any
 from ._exceptions import CassetteFormatError, RecordingForbidden
 from ._format import CassetteContent, encode_header, parse_cassette, torn_tail
 
-__all__ = ["AtomicRecording", "append_lines", "load_cassette", "locked"]
+__all__ = ["AtomicRecording", "append_lines", "load_cassette", "locked", "read_all"]
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt
@@ -40,6 +40,11 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
+    def _read_locked(fd: int) -> bytes:
+        # msvcrt has no shared lock for a read-only descriptor; Windows writes of one buffer
+        # are not observed half-done by readers of the same file in practice.
+        return read_all(fd)
+
 else:
     import fcntl
 
@@ -52,6 +57,15 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _read_locked(fd: int) -> bytes:
+        # A shared lock: appends (which take the exclusive one) wait, so a reader never sees
+        # a line another process is still writing, which would read as a torn tail.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            return read_all(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 @contextlib.contextmanager
@@ -89,12 +103,27 @@ def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        data = b""
+        return parse_cassette(b"", path)
     except IsADirectoryError:
         raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
+    try:
+        data = _read_locked(fd)
+    except IsADirectoryError:
+        raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
+    finally:
+        os.close(fd)
     return parse_cassette(data, path)
+
+
+def read_all(fd: int) -> bytes:
+    """The whole file behind `fd`, from its start (with `locked`, under the append lock)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 from pathlib import Path
 
 import httpx
@@ -78,3 +79,34 @@ def test_atomic_recording_is_exclusive_and_keeps_the_old_file_until_commit(
     recording.commit()
     assert path.read_bytes().startswith(b'{"schema_version":"1.0","kind":"cassette","note":"kept"}')
     AtomicRecording(path, {}).commit()  # the lock was released
+
+
+def test_loading_waits_for_an_append_in_progress(tmp_path: Path) -> None:
+    # Another process mid-append holds the lock with half a line written: a reader that did not
+    # wait would see a torn tail and refuse the cassette.
+    import threading
+
+    from sakura_http._cassette import locked
+
+    line = encode_exchange(Exchange("GET", "https://api.example.test/x"))
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"schema_version":"1.0","kind":"cassette"}\n' + line[:20])
+    loaded: list[object] = []
+    with locked(path) as fd:
+        reader = threading.Thread(target=lambda: loaded.append(_load_or_error(path)))
+        reader.start()
+        reader.join(0.2)  # give it the chance to read too early; it must be waiting instead
+        os.lseek(fd, 0, os.SEEK_END)
+        os.write(fd, line[20:])
+    reader.join(60)
+    assert len(loaded) == 1
+    content = loaded[0]
+    assert not isinstance(content, Exception), content
+    assert [e.url for e in content.exchanges] == ["https://api.example.test/x"]  # type: ignore[attr-defined]
+
+
+def _load_or_error(path: Path) -> object:
+    try:
+        return load_cassette(path)
+    except CassetteFormatError as exc:
+        return exc

@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._cassette import locked
+from .._cassette import locked, read_all
 from .._exceptions import CassetteFormatError
 from .._format import decode_exchange, decode_header, parse_cassette, torn_tail
 
@@ -86,14 +86,6 @@ def _is_complete(line: bytes, path: Path, number: int, is_header: bool) -> bool:
     return True
 
 
-def _read_all(fd: int) -> bytes:
-    os.lseek(fd, 0, os.SEEK_SET)
-    pieces = []
-    while piece := os.read(fd, 1 << 20):
-        pieces.append(piece)
-    return b"".join(pieces)
-
-
 def repair_cassette(path: Path) -> RepairResult:
     """Remove a torn last line from the cassette at `path`, after writing `<path>.bak`
     (`.bak.1`, `.bak.2`, ... when that exists).
@@ -104,7 +96,7 @@ def repair_cassette(path: Path) -> RepairResult:
     `RepairRefused` and change nothing.  A missing or unreadable file raises `OSError`.
     """
     with locked(path) as fd:
-        data = _read_all(fd)
+        data = read_all(fd)
         tail = torn_tail(data)  # exactly what makes appending refuse
         head = data[: len(data) - len(tail)]
         number = head.count(b"\n") + 1
