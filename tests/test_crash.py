@@ -43,10 +43,11 @@ from sakura_http import CassetteFormatError, RecordingTransport
 path, worker, start, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 body = b"x" * int(sys.argv[5])
 outer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
-transport = RecordingTransport(path, outer=outer, mode=mode)
-client = httpx.Client(transport=transport)
 n = start
 try:
+    # Loading, too, refuses a cassette that another recorder's kill left torn.
+    transport = RecordingTransport(path, outer=outer, mode=mode)
+    client = httpx.Client(transport=transport)
     while True:
         client.get(f"https://api.example.test/{worker}/{n}")
         print(f"ack {n}", flush=True)
