@@ -26,7 +26,7 @@ from ._exceptions import (
 from ._format import CassetteContent, Exchange, FaultInfo
 from ._matching import DEFAULT_IGNORE_HEADERS, canonical_url
 from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
-from ._rules import LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
+from ._rules import EMAIL_PATTERN, LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
 from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
 
 try:
@@ -39,6 +39,7 @@ __all__ = [
     "DEFAULT_IGNORE_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_SECRET_QUERY_PARAMS",
+    "EMAIL_PATTERN",
     "LLM_VOLATILE_RESPONSE_HEADERS",
     "Advice",
     "AsyncOuterTransport",

@@ -31,12 +31,14 @@ from ._exceptions import ConfigurationError
 from ._format import Exchange, Headers
 
 __all__ = [
+    "EMAIL_PATTERN",
     "LLM_VOLATILE_RESPONSE_HEADERS",
     "JsonPath",
     "Rules",
     "Scrub",
     "apply_hook",
     "scrub_chunked",
+    "scrub_suggestions",
 ]
 
 SCRUBBED = "<scrubbed>"
@@ -76,6 +78,12 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
     "anthropic-ratelimit-output-tokens-reset",
     "retry-after",
 )
+
+#: What `scrub_suggestions` takes for an e-mail address (and `Scrub.regex` can be given).
+EMAIL_PATTERN = r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"
+_EMAIL = re.compile(EMAIL_PATTERN, re.ASCII)
+_TOKEN = re.compile(r"(?<![\w-])[A-Za-z0-9_-]{32,256}(?![\w-])")
+_PLACEHOLDER = re.compile(r"<[a-z-]+>")
 
 _PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+|\*)\]")
 
@@ -468,3 +476,58 @@ def apply_hook(rules: Rules, exchange: Exchange) -> Exchange | None:
             "dataclasses.replace(exchange, ...)) or None to skip recording it"
         )
     return result
+
+
+def _random_looking(token: str) -> bool:
+    """Long, mixing letters and digits, and not a word: a key, session token or opaque id."""
+    has_digit = any(c.isdigit() for c in token)
+    has_upper = any(c.isupper() for c in token)
+    has_lower = any(c.islower() for c in token)
+    return has_digit and (has_upper or has_lower) and len(set(token)) >= 12
+
+
+def _json_paths(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
+    """(path, string) for every string leaf of a JSON value; list indexes become ``[*]``."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _json_paths(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_paths(item, f"{path}[*]")
+    elif isinstance(value, str):
+        yield path, value
+
+
+def scrub_suggestions(text: str, json_body: bytes | None = None) -> list[tuple[str, str, str]]:
+    """Values in `text` that look like e-mail addresses or long random tokens, each as
+    (what it looks like, the value, the `Scrub` that would keep it out of a cassette).
+
+    With `json_body`, values found in its string fields are suggested as ``Scrub.json(path)``;
+    others as ``Scrub.regex(...)``.  Placeholders such as ``<scrubbed>`` are never suggested.
+    """
+    paths: dict[str, str] = {}
+    if json_body:
+        try:
+            for path, leaf in _json_paths(orjson.loads(json_body)):
+                paths.setdefault(leaf, path)
+        except orjson.JSONDecodeError:
+            pass
+    found: list[tuple[str, str, str]] = []
+    seen: set[str] = set()
+    for what, pattern in (("an e-mail address", _EMAIL), ("a long random token", _TOKEN)):
+        for match in pattern.finditer(text):
+            value = match.group(0)
+            if value in seen or _PLACEHOLDER.fullmatch(value):
+                continue
+            if pattern is _TOKEN and not _random_looking(value):
+                continue
+            seen.add(value)
+            where = next((p for leaf, p in paths.items() if value in leaf), None)
+            if where is not None:
+                scrub = f'Scrub.json("{where}")'
+            elif pattern is _EMAIL:
+                scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
+            else:
+                scrub = f'Scrub.regex(r"{re.escape(value[:6])}[A-Za-z0-9_-]+")'
+            found.append((what, value, scrub))
+    return found

@@ -243,3 +243,16 @@ def test_show_forms_are_mutually_exclusive(
     result = run(capsys, "show", "--json", "--textconv", path)
     assert result.code == 2
     assert "not allowed with argument" in result.err
+
+
+def test_textconv_and_html_never_print_a_credential_header_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    leaked = items(headers=(("authorization", "Bearer fake-test-token-0123"),))
+    path = write_cassette(tmp_path / "c.jsonl", [leaked])
+    text = run(capsys, "show", "--textconv", path).out
+    assert "request header authorization: <hidden, 27 chars>" in text.splitlines()
+    page = tmp_path / "review.html"
+    run(capsys, "show", "--html", page, path)
+    for shown in (text, page.read_text()):
+        assert "fake-test-token" not in shown

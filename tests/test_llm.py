@@ -504,3 +504,14 @@ def test_public_names_are_sorted_and_documented() -> None:
         member = getattr(llm, name)
         if callable(member):
             assert member.__doc__, name
+
+
+def test_a_cassette_config_goes_to_the_transport(tmp_path: Path) -> None:
+    from sakura_http import CassetteConfig
+
+    config = CassetteConfig(secret_headers=["x-tenant"])
+    client = anthropic_client(tmp_path / "c.jsonl", config=config)
+    transport = client._client._transport
+    assert isinstance(transport, RecordingTransport)
+    assert transport.config.secret_headers == {"x-tenant", *LLM_SECRET_HEADERS}
+    assert client.api_key == PLACEHOLDER_API_KEY

@@ -335,10 +335,19 @@ def test_hidden_context(sakura_anthropic):
         )
     except Exception:
         raise ValueError("the app's own error") from None
+
+@pytest.mark.cassette("chat.jsonl", patch_clients=True)
+def test_app_client_retries():
+    import anthropic
+
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:9")  # max_retries=2, as apps do
+    client.messages.create(
+        model="m", max_tokens=9, messages=[{"role": "user", "content": "goodbye"}]
+    )
 """,
     )
     result = project.runpytest("-rf", "-vv")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
             "FAILED tests/test_app.py::test_changed_prompt - CassetteMiss: POST "
@@ -347,12 +356,16 @@ def test_hidden_context(sakura_anthropic):
             "FAILED tests/test_app.py::test_hidden_context - CassetteMiss: POST "
             "http://127.0.0.1:9/v1/messages is not in the cassette */chat.jsonl (raised as "
             "builtins.ValueError: the app's own error)",
+            "FAILED tests/test_app.py::test_app_client_retries - CassetteMiss: POST "
+            "http://127.0.0.1:9/v1/messages is not in the cassette */chat.jsonl (raised as "
+            "anthropic.APIConnectionError: Connection error.)",
         ]
     )
     out = result.stdout.str()
     # The full message with its diff, once per test: in the chained traceback for the first,
     # in a report section for the second (raised `from None`, so not in its traceback).
-    assert out.count('-      "content": "hello",') == 2
+    # The app's client asked three times (two retries): the same miss is not repeated.
+    assert out.count('-      "content": "hello",') == 3
     assert "sakura-http: CassetteMiss" in out
     assert "ERROR at teardown" not in out
 

@@ -491,7 +491,9 @@ def test_shutdown_lets_exchanges_in_flight_finish(tmp_path: Path, upstream: Upst
             started.set()
             results.append(http.get("/wait"))
 
-    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
+    with serve(
+        cassette, upstream=upstream.url, mode="new_episodes", shutdown_timeout=HANG_GUARD
+    ) as proxy:
         thread = threading.Thread(target=slow_client, args=(proxy.url,))
         thread.start()
         started.wait(HANG_GUARD)

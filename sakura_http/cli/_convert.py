@@ -289,7 +289,11 @@ def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> Conv
     if not overwrite and target.exists():
         raise FileExistsError(target)
     recording = AtomicRecording(target, {})
-    # One append of every line: the header is written first, even when there are none.
-    recording.append(b"".join(encode_exchange(exchange) for exchange in result.exchanges))
+    try:
+        # One append of every line: the header is written first, even when there are none.
+        recording.append(b"".join(encode_exchange(exchange) for exchange in result.exchanges))
+    except BaseException:
+        recording.discard()  # a full disk: no half-written sibling left behind
+        raise
     recording.commit()
     return result

@@ -15,8 +15,9 @@ Errors are problems that break replay or put a credential on disk:
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
 and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`), private-key
 blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ...) and body
-fields (`api_key=`, `"client_secret": ...`) whose value is not `<redacted>`.  A warning shows
-a masked excerpt (`mask()`), never the whole value.
+fields (`api_key=`, `"client_secret": ...`) whose value is not `<redacted>`; and values that
+look like e-mail addresses or long random tokens, with the `Scrub` that would keep them out
+(`scrub_suggestions`).  A warning shows a masked excerpt (`mask()`), never the whole value.
 
 Linting keeps going after a problem wherever it can: every bad line of a file is reported, not
 only the first.  Only a bad header line stops a file, since the header decides how the rest
@@ -41,6 +42,7 @@ from .._policy import (
     is_credential_header,
     is_known_credential_header,
 )
+from .._rules import scrub_suggestions
 from ._foreign import sniff
 
 __all__ = [
@@ -272,7 +274,9 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
     for field, text in scanned:
         if field in credential_fields:
             continue  # already an error for this field
+        secrets = set()
         for shape, secret in find_secrets(text):
+            secrets.add(secret)
             add(
                 "warning",
                 "secret",
@@ -280,6 +284,18 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
                 "real, rotate it and re-record with the credential in secret_headers",
                 field,
                 mask(secret),
+            )
+        json_body = {"body": exchange.body, "response_body": exchange.response_body}.get(field)
+        for what, value, scrub in scrub_suggestions(text, json_body):
+            if any(value in secret or secret in value for secret in secrets):
+                continue  # already a warning as a credential
+            add(
+                "warning",
+                "scrub",
+                f"{field} contains what looks like {what} ({mask(value)}); to keep such values "
+                f"out of the cassette, re-record with Rules(scrub=[{scrub}])",
+                field,
+                mask(value),
             )
     return findings
 

@@ -6,7 +6,8 @@
   SHA-256.
 * `textconv_lines` - the whole cassette as stable, line-oriented text for git's `textconv`:
   one field per line, bodies pretty-printed, no line numbers or positions, so a changed field
-  is a changed line in `git diff`.
+  is a changed line in `git diff`.  Like `sakura-http diff`, it never prints the value of a
+  credential request header (`shown_header_value`): only its length.
 * `exchanges_json` - the exchanges as JSON-ready dicts, in the cassette's own encoding (bodies
   as text, or base64 under `*_b64`), with their 1-based `index` and `line`.
 * `html_page` - one self-contained HTML page (inline CSS, no script, no external asset):
@@ -28,6 +29,7 @@ import orjson
 from .._exceptions import human_size as _human_size
 from .._format import CassetteContent, Exchange, Headers, encode_exchange
 from .._matching import pretty_body
+from .._policy import shown_header_value
 
 __all__ = ["body_lines", "exchanges_json", "html_page", "human_size", "textconv_lines"]
 
@@ -61,7 +63,7 @@ def _textconv_exchange(exchange: Exchange) -> Iterator[str]:
         yield f"id: {exchange.id}"
     yield f"request: {exchange.method} {exchange.url}"
     for name, value in exchange.headers:
-        yield f"request header {name}: {value}"
+        yield f"request header {name}: {shown_header_value(name, value)}"
     if exchange.body:
         yield "request body:"
         yield from (f"    {line}".rstrip() for line in body_lines(exchange.headers, exchange.body))
@@ -132,8 +134,11 @@ def _pre(lines: list[str]) -> str:
     return f"<pre>{_e(chr(10).join(lines))}</pre>"
 
 
-def _headers_table(headers: Headers) -> str:
-    rows = "".join(f"<tr><th>{_e(n)}</th><td>{_e(v)}</td></tr>" for n, v in headers)
+def _headers_table(headers: Headers, *, request: bool = False) -> str:
+    rows = "".join(
+        f"<tr><th>{_e(n)}</th><td>{_e(shown_header_value(n, v) if request else v)}</td></tr>"
+        for n, v in headers
+    )
     return f"<table>{rows}</table>" if rows else "<p>(no headers)</p>"
 
 
@@ -210,7 +215,7 @@ def _exchange_html(index: int, exchange: Exchange) -> str:
         f"<summary>#{index} {_e(exchange.method)} {_e(exchange.url)} &rarr; "
         f'<span class="status-{status[0]}">{_e(status)}</span>{mark_text}</summary>',
         '<div class="part"><h3>request headers</h3>',
-        _headers_table(exchange.headers),
+        _headers_table(exchange.headers, request=True),
         _body_html("request body", exchange.headers, exchange.body),
     ]
     if exchange.error is not None:

@@ -53,8 +53,9 @@ LLM_SECRET_HEADERS: tuple[str, ...] = (
 PLACEHOLDER_API_KEY = "sakura-http-replay-placeholder-key"
 
 # Keywords that configure the RecordingTransport; every other keyword goes to the SDK client.
+# ``config`` goes to the transport only as a CassetteConfig: anthropic has a ``config=`` too.
 _TRANSPORT_OPTIONS = frozenset(
-    {field.name for field in dataclasses.fields(CassetteConfig)} | {"outer", "config", "environ"}
+    {field.name for field in dataclasses.fields(CassetteConfig)} | {"outer", "environ"}
 )
 
 
@@ -67,8 +68,10 @@ class _Sdk:
     credentials: tuple[str, ...]
 
 
-_ANTHROPIC = _Sdk("anthropic", "Anthropic", "AsyncAnthropic", ("api_key", "auth_token"))
-_OPENAI = _Sdk("openai", "OpenAI", "AsyncOpenAI", ("api_key",))
+_ANTHROPIC = _Sdk(
+    "anthropic", "Anthropic", "AsyncAnthropic", ("api_key", "auth_token", "credentials")
+)
+_OPENAI = _Sdk("openai", "OpenAI", "AsyncOpenAI", ("api_key", "admin_api_key", "workload_identity"))
 
 
 def http_library_of(sdk: ModuleType) -> ModuleType:
@@ -111,6 +114,8 @@ def _build(
             "http_client=<library>.Client(transport=RecordingTransport(...))"
         )
     transport_options = {k: options.pop(k) for k in list(options) if k in _TRANSPORT_OPTIONS}
+    if isinstance(options.get("config"), CassetteConfig):
+        transport_options["config"] = options.pop("config")
     if isinstance(cassette, RecordingTransport):
         if transport_options:
             raise TypeError(
@@ -153,12 +158,13 @@ def anthropic_client(
 
     `cassette` is a cassette path (a `RecordingTransport` is built for it) or an existing
     `RecordingTransport`.  Keywords `RecordingTransport` takes (``mode``, ``outer``,
-    ``secret_headers``, ``record_hosts``, ...) configure the transport; every other keyword goes
-    to ``anthropic.Anthropic``.  The transport declares `LLM_SECRET_HEADERS` secret (plus any
-    ``secret_headers`` given) and, when recording, reaches the network through a real transport
-    of the library the SDK uses (``outer=`` replaces it).  ``max_retries`` defaults to 0, so a
-    miss is reported once, at once.  When the transport only replays (mode "none") and no
-    ``api_key`` / ``auth_token`` is given, the client gets `PLACEHOLDER_API_KEY`.
+    ``secret_headers``, ``record_hosts``, ..., and ``config`` when it is a `CassetteConfig`)
+    configure the transport; every other keyword goes to ``anthropic.Anthropic``.  The transport
+    declares `LLM_SECRET_HEADERS` secret (plus any ``secret_headers`` given) and, when
+    recording, reaches the network through a real transport of the library the SDK uses
+    (``outer=`` replaces it).  ``max_retries`` defaults to 0, so a miss is reported once, at
+    once.  When the transport only replays (mode "none") and no ``api_key`` / ``auth_token`` /
+    ``credentials`` is given, the client gets `PLACEHOLDER_API_KEY`.
 
     Closing the client closes the transport.  Passing ``http_client=`` raises `TypeError`, as
     do transport keywords beside an existing transport.  Without the SDK installed it raises
