@@ -2,14 +2,19 @@
 
 These rules run in one place, before anything can reach the cassette file or the matcher:
 
-* a request whose ordinary headers carry a credential header (`CREDENTIAL_HEADERS`) that is not
-  declared in `secret_headers` is refused with `CredentialHeaderError`;
-* declared secret headers are forwarded but never written, and a secret value that a server
-  echoes back in a response header or body is replaced by `<redacted>` before writing;
+* a request carrying a credential header (`is_credential_header`: the known names, provider
+  credential headers and credential-shaped names, minus an allow set) that is not declared in
+  `secret_headers` is refused with `CredentialHeaderError`;
+* declared secret headers are forwarded but never written, and every value of theirs that is
+  echoed anywhere in what is written (URL, headers, bodies, fault messages), in any of the
+  forms a server plausibly writes it in, is replaced by `<redacted>` (`Redactor`);
 * `set-cookie` response headers are stored as `<redacted>`;
 * bodies are capped at `max_body_bytes` (16 MiB by default); reading and decoding stop there;
-* content-encoded responses are stored decoded (gzip, deflate, and br/zstd when their decoder is
-  installed), bounded by the same limit, so a small gzip bomb fails cleanly.
+* content-encoded responses are stored decoded, exactly when httpx can decode them and with the
+  libraries httpx uses, bounded by the same limit, so a small bomb fails cleanly; a body left
+  encoded while it may hold a secret is refused (`check_redactable`).
+
+docs/security.md states what these rules guarantee and what they do not.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ __all__ = [
     "check_redactable",
     "drop_secret_headers",
     "is_credential_header",
+    "is_known_credential_header",
     "refuse_credentials",
     "secrets_of",
     "shown_header_value",
@@ -101,6 +107,12 @@ _CREDENTIAL_PARTS = ("api-key", "apikey", "auth")
 _MIN_ECHO_LENGTH = 4
 
 
+def is_known_credential_header(name: str) -> bool:
+    """Whether `name` (lower-case) is one of `CREDENTIAL_HEADERS` or
+    `PROVIDER_CREDENTIAL_HEADERS`: a credential by name, not only by shape."""
+    return name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS
+
+
 def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     """Whether a request header named `name` carries a credential, so it must be declared in
     `secret_headers` to be sent: one of `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`,
@@ -112,7 +124,7 @@ def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     name = name.lower()
     if name in allow or name in NOT_CREDENTIAL_HEADERS:
         return False
-    if name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS:
+    if is_known_credential_header(name):
         return True
     shape = name.replace("_", "-")
     return (
@@ -243,7 +255,6 @@ class _Needles:
         forms |= {f.encode("utf-8").decode("latin-1") for f in forms if not f.isascii()}
         # Longest first, so a whole "Bearer xyz" is replaced before its "xyz" part.
         self.text = sorted(forms, key=lambda f: (-len(f), f))
-        self._forms = self.text
         self._bytes: dict[str | None, list[bytes]] = {}
 
     def bytes_for(self, charset: str | None) -> list[bytes]:
@@ -251,7 +262,7 @@ class _Needles:
         if found is None:
             out: set[bytes] = set()
             for encoding in _encodings_of(charset):
-                for form in self._forms:
+                for form in self.text:
                     with contextlib.suppress(UnicodeEncodeError):
                         out.add(form.encode(encoding))
             found = sorted(out, key=lambda n: (-len(n), n))

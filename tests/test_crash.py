@@ -43,10 +43,11 @@ from sakura_http import CassetteFormatError, RecordingTransport
 path, worker, start, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 body = b"x" * int(sys.argv[5])
 outer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
-transport = RecordingTransport(path, outer=outer, mode=mode)
-client = httpx.Client(transport=transport)
 n = start
 try:
+    # Loading, too, refuses a cassette that another recorder's kill left torn.
+    transport = RecordingTransport(path, outer=outer, mode=mode)
+    client = httpx.Client(transport=transport)
     while True:
         client.get(f"https://api.example.test/{worker}/{n}")
         print(f"ack {n}", flush=True)
@@ -131,7 +132,8 @@ def test_a_recorder_killed_repeatedly_loses_nothing_it_acknowledged(tmp_path: Pa
         recorder.wait_for_acks(rng.randint(1, 15))
         recorder.kill()
         acked.update(recorder.acked)
-        start = max(acked, default=start) + 2  # never reuse a number: an unacked one may exist
+        # Never reuse a number: the one after the last acknowledged may have been appended.
+        start = max([start, *recorder.acked]) + 2
         repair_if_torn(path)
     assert len(acked) >= KILLS
     total = check(path, {"w": acked})
@@ -159,9 +161,9 @@ def test_concurrent_recorders_killed_at_random_lose_nothing(tmp_path: Path) -> N
                 recorder.kill()
         for w, recorder in recorders.items():
             acked[w].update(recorder.acked)
-            next_start[w] = max(acked[w], default=next_start[w]) + 2
+            next_start[w] = max([next_start[w], *recorder.acked]) + 2
         repair_if_torn(path)
-    assert all(acked.values())
+    assert sum(map(len, acked.values())) >= rounds  # each victim acknowledged one at least
     total = check(path, acked)
     print(f"\n{rounds} rounds of 3 concurrent recorders, all killed: "
           f"{sum(map(len, acked.values()))} acknowledged, {total} in the cassette")  # fmt: skip
@@ -174,11 +176,13 @@ def test_a_killed_re_recording_leaves_the_old_cassette_untouched(tmp_path: Path)
     )
     path.write_bytes(old)
     rng = random.Random(7)
-    for _ in range(LONG_KILLS // 4 if LONG else 2):
+    kills = LONG_KILLS // 4 if LONG else 2
+    for _ in range(kills):
         recorder = Recorder(path, "new", 0, body=20_000, mode="all", stop_after=10_000)
         recorder.wait_for_acks(rng.randint(1, 20))
         recorder.kill()
         assert path.read_bytes() == old
+    print(f"\n{kills} kills of a re-recording (mode all): the old cassette intact each time")
     recorder = Recorder(path, "new", 0, body=100, mode="all", stop_after=5)
     assert recorder.finish() == 0
     assert "closed" in recorder.lines

@@ -29,7 +29,7 @@ from sakura_http import (
     UndecodableBodyError,
     _policy,
 )
-from sakura_http._format import Exchange
+from sakura_http._format import Exchange, encode_exchange, encode_header
 from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
 from sakura_http._policy import (
     BodyDecoder,
@@ -41,6 +41,7 @@ from sakura_http._policy import (
     shown_header_value,
 )
 from sakura_http.cli import main
+from sakura_http.cli._lint import lint_bytes
 from tests.cli_support import run, write_cassette
 from tests.drive import Driver
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
@@ -529,3 +530,16 @@ def test_convert_drops_every_credential_header(tmp_path: Path) -> None:
     source.write_text(json.dumps({"interactions": [{"request": request, "response": response}]}))
     assert main(["convert", str(source), str(target)]) == 0
     assert b"AIzaSyFAKE" not in target.read_bytes()
+
+
+def test_lint_names_credential_headers(tmp_path: Path) -> None:
+    exchange = Exchange(
+        "GET",
+        URL,
+        headers=(("x-goog-api-key", "AIzaSyFAKE-lint-000001"), ("x-cache-key", "page-1-v2")),
+    )
+    findings = lint_bytes(encode_header() + encode_exchange(exchange), tmp_path / "c.jsonl")
+    assert [(f.severity, f.field) for f in findings if f.check == "credential-header"] == [
+        ("error", "headers.x-goog-api-key"),
+        ("warning", "headers.x-cache-key"),  # a credential's shape: perhaps allowed on purpose
+    ]

@@ -174,6 +174,7 @@ class Scenario:
             latin = [(b"content-type", b"text/plain; charset=iso-8859-1")]
             try:
                 latin_body = body + b"latin-1: " + secret.encode("latin-1") + b"\n"
+                latin.append((b"x-echo-latin1", secret.encode("latin-1")))
             except UnicodeEncodeError:
                 latin_body = body
             return httpx.Response(200, headers=echo_headers(secret)[1:] + latin, content=latin_body)

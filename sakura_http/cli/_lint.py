@@ -6,7 +6,9 @@ Errors are problems that break replay or put a credential on disk:
   vcrpy or cassetter cassette gets the advice to import it with `sakura-http convert`;
 * credentials in the URL before the host (`user:password@`), which recording never writes;
 * a credential header in the recorded request headers (`is_credential_header`, the rule
-  recording applies);
+  recording applies); a name that only has a credential's shape (not one of
+  `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`) is a warning, since it may have been
+  recorded on purpose with `allow_headers`;
 * a `set-cookie` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
@@ -34,7 +36,12 @@ from typing import Any, Literal
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
-from .._policy import DEFAULT_MAX_BODY_BYTES, REDACTED, is_credential_header
+from .._policy import (
+    DEFAULT_MAX_BODY_BYTES,
+    REDACTED,
+    is_credential_header,
+    is_known_credential_header,
+)
 from .._rules import scrub_suggestions
 from ._foreign import sniff
 
@@ -219,12 +226,15 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
         if name in credentials:
             field = f"headers.{name}"
             credential_fields.add(field)
+            # A name of credential shape only may have been recorded on purpose (allow_headers).
+            known = is_known_credential_header(name)
             add(
-                "error",
+                "error" if known else "warning",
                 "credential-header",
                 f"request header {name} is recorded ({mask(value)}): credentials must never be "
                 f"in a cassette. Delete it from this line (and rotate the credential if it is "
-                f'real); record with RecordingTransport(..., secret_headers=["{name}"])',
+                f'real); record with RecordingTransport(..., secret_headers=["{name}"])'
+                + ("" if known else "; if it is not a credential, it was allowed on purpose"),
                 field,
                 mask(value),
             )
