@@ -43,7 +43,8 @@ def setup() -> None:
         print(f"+ creating {VENV}", flush=True)
         venv.create(VENV, with_pip=True)
     run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    # The suite's tools are a dependency group (PEP 735), which pip reads from 25.1 on.
+    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".", "--group", "dev")
     run(PYTHON, "-m", "pip", "install", "--quiet", "--no-deps", "--upgrade", "--target",
         CASSETTER_SITE, "cassetter==0.16.1")  # fmt: skip
     STAMP.write_text(wanted)
