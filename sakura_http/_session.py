@@ -499,6 +499,11 @@ class ResponseRecorder:
         self._headers = tuple((name.lower(), value) for name, value in headers)
         self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
+    @property
+    def charset(self) -> str:
+        """How the response's header values spell their bytes (given to `start()`)."""
+        return self._charset
+
     def live_headers(self) -> Headers:
         """Headers for a response delivered while its body still streams (`stream_through`):
         as the server sent them, less the content-encoding the body is decoded from."""

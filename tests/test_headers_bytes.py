@@ -113,3 +113,32 @@ def test_values_that_are_not_utf8_are_written_as_latin1_text(tmp_path: Path) -> 
     assert line["response_header_charset"] == "latin-1"
     assert headers["content-disposition"].encode("latin-1") == UTF8_DISPOSITION
     assert headers["x-title"].encode("latin-1") == LATIN1_TITLE
+
+
+@pytest.mark.parametrize("stream_through", [False, True])
+def test_the_proxy_records_and_answers_the_same_header_bytes(
+    tmp_path: Path, stream_through: bool
+) -> None:
+    from sakura_http.proxy import serve
+
+    cassette = tmp_path / "proxied.jsonl"
+
+    def fetch(proxy_url: str) -> httpx.Response:
+        return httpx.get(f"{proxy_url}/latin1", timeout=60)
+
+    with (
+        raw_header_server() as server,
+        serve(
+            cassette, upstream=server.url, mode="new_episodes", stream_through=stream_through
+        ) as proxy,
+    ):
+        live = fetch(proxy.url)
+    with serve(cassette, upstream=server.url) as proxy:
+        replayed = fetch(proxy.url)
+    for response in (live, replayed):
+        raw = dict(response.headers.raw)
+        assert raw[b"content-disposition"] == UTF8_DISPOSITION
+        assert raw[b"x-title"] == LATIN1_TITLE
+    assert orjson.loads(cassette.read_bytes().splitlines()[1])["response_header_charset"] == (
+        "latin-1"
+    )

@@ -46,7 +46,7 @@ from .._exceptions import (
     CredentialHeaderError,
     RecordingForbidden,
 )
-from .._format import Exchange, Headers
+from .._format import Exchange, Headers, header_text
 from .._hosts import split_host_entry
 from .._libraries import library_of
 from .._matching import RequestData
@@ -143,10 +143,11 @@ def _connection_listed(headers: Iterable[tuple[str, str]]) -> set[str]:
 
 
 def client_headers(
-    headers: Headers, *, bodiless: bool, body_length: int | None
+    headers: Headers, *, bodiless: bool, body_length: int | None, charset: str = "utf-8"
 ) -> list[tuple[bytes, bytes]]:
     """Response headers for the client: hop-by-hop headers dropped, and ``content-length``
-    dropped when it no longer describes the body (h11 then sends it chunked)."""
+    dropped when it no longer describes the body (h11 then sends it chunked).  Values are sent
+    as the bytes they were received as (`charset`, see `_format.header_text`)."""
     hop = HOP_BY_HOP | _connection_listed(headers)
     out = []
     for name, value in headers:
@@ -159,7 +160,7 @@ def client_headers(
             and value.strip() != str(body_length)
         ):
             continue
-        out.append((name.encode("ascii"), value.encode("utf-8")))
+        out.append((name.encode("ascii"), value.encode(charset)))
     return out
 
 
@@ -555,6 +556,7 @@ class ProxyServer:
             exchange.response_headers,
             bodiless=bodiless,
             body_length=len(exchange.response_body),
+            charset=exchange.response_header_charset,
         )
         await wire.send(
             h11.Response(
@@ -582,11 +584,13 @@ class ProxyServer:
         try:
             status = response.status_code
             bodiless = head or status in _BODILESS_STATUSES
-            headers = tuple(response.headers.multi_items())
+            headers, charset = header_text(response.headers.raw)
             await wire.send(
                 h11.Response(
                     status_code=status,
-                    headers=client_headers(headers, bodiless=bodiless, body_length=None),
+                    headers=client_headers(
+                        headers, bodiless=bodiless, body_length=None, charset=charset
+                    ),
                     reason=_reason(status),
                 )
             )
@@ -613,7 +617,8 @@ class ProxyServer:
                 await anyio.to_thread.run_sync(user.commit, plan, fault)
             await self._fail(wire, method, url, exc)
             return
-        recorder.start(response.status_code, response.headers.multi_items())
+        raw_headers, charset = header_text(response.headers.raw)
+        recorder.start(response.status_code, raw_headers, charset)
         if self.config.stream_through:
             await self._tee(wire, plan, recorder, response, head)
             return
@@ -651,7 +656,10 @@ class ProxyServer:
                 h11.Response(
                     status_code=status,
                     headers=client_headers(
-                        recorder.live_headers(), bodiless=bodiless, body_length=None
+                        recorder.live_headers(),
+                        bodiless=bodiless,
+                        body_length=None,
+                        charset=recorder.charset,
                     ),
                     reason=_reason(status),
                 )
