@@ -2,10 +2,10 @@
 
 Each request goes: passthrough? -> safety checks -> plan (replay / record / refuse / miss,
 decided by `_core`) -> replay a recorded exchange, or forward to `outer`, record the response
-and hand the caller the live response.  That sequence is written once, as the generator
-`_exchange_steps`: it makes every decision and yields the I/O it needs (`_Send`, `_Read`,
-`_Close`, `_Commit`) to a driver, and the sync and async shells are the two drivers, which
-differ only in `await`.
+and hand the caller the live response.  The checks and the plan are one method, `_planned`,
+which also answers a replay.  Recording is written once, as the generator `_exchange_steps`: it
+makes every decision and yields the I/O it needs (`_Send`, `_Read`, `_Close`, `_Commit`) to a
+driver, and the sync and async shells are the two drivers, which differ only in `await`.
 """
 
 from __future__ import annotations
@@ -211,20 +211,25 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         config = self._config
         return library.replay(exchange, request, config.replay_chunk_size, config.replay_latency)
 
+    def _planned(self, library: HttpLibrary, request: Any) -> tuple[RequestData, Plan, Any]:
+        """The safety checks and the plan for a request whose body has been read: (its data,
+        the plan, and the replayed response when the plan is to replay, else None)."""
+        data: RequestData = library.request_data(request, self._config.secret_query_params)
+        self._user.check_request(data)
+        plan = self._user.plan(data)
+        if plan.exchange is None:
+            return data, plan, None
+        return data, plan, self._replay(library, plan.exchange, request)
+
     def _exchange_steps(
-        self, library: HttpLibrary, request: Any, close: Any
+        self, library: HttpLibrary, request: Any, data: RequestData, plan: Plan, close: Any
     ) -> Generator[_Step, Any, Any]:
-        """Every decision for one request whose body has been read; yields the I/O to do.
+        """Every decision for recording one request (`plan` says to); yields the I/O to do.
 
         Returns the response for the caller.  `close` closes the live response (sync or async),
         for the tee of a `stream_through` response.
         """
         user = self._user
-        data: RequestData = library.request_data(request, self._config.secret_query_params)
-        user.check_request(data)
-        plan = user.plan(data)
-        if plan.exchange is not None:
-            return self._replay(library, plan.exchange, request)
         recorder = user.recorder(data)
         try:
             response = yield _Send(request)
@@ -272,7 +277,12 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return self._outer_for("handle_request", request)(request)
         with self._reporting():
             request.read()
-            steps = self._exchange_steps(library, request, lambda response: response.close)
+            data, plan, replayed = self._planned(library, request)
+            if replayed is not None:
+                return replayed
+            steps = self._exchange_steps(
+                library, request, data, plan, lambda response: response.close
+            )
             chunks: dict[int, Iterator[bytes]] = {}
             result: Any = None
             error: BaseException | None = None
@@ -327,7 +337,12 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return await self._outer_for("handle_async_request", request)(request)
         with self._reporting():
             await request.aread()
-            steps = self._exchange_steps(library, request, lambda response: response.aclose)
+            data, plan, replayed = self._planned(library, request)
+            if replayed is not None:
+                return replayed
+            steps = self._exchange_steps(
+                library, request, data, plan, lambda response: response.aclose
+            )
             chunks: dict[int, Any] = {}
             result: Any = None
             error: BaseException | None = None
