@@ -12,6 +12,7 @@ sends (tool results included), and the responses are ours.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -22,6 +23,12 @@ import anyio
 from agent import MODEL, run_agent
 
 from sakura_http.llm import async_anthropic_client, http_library_of
+
+# The synthetic cassettes name reserved hosts, never a provider's: the SDKs send there. To
+# record from the real APIs, drop these two lines (and list the real hosts in
+# sakura_record_hosts in pyproject.toml).
+os.environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.example"
+os.environ["OPENAI_BASE_URL"] = "https://api.openai.example/v1"
 
 HTTP = http_library_of(anthropic)
 

@@ -11,6 +11,7 @@ sends, and the responses are ours.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,12 @@ import anyio
 import app
 
 from sakura_http.llm import anthropic_client, async_openai_client, http_library_of
+
+# The synthetic cassettes name reserved hosts, never a provider's: the SDKs send there. To
+# record from the real APIs, drop these two lines (and list the real hosts in
+# sakura_record_hosts in pyproject.toml).
+os.environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.example"
+os.environ["OPENAI_BASE_URL"] = "https://api.openai.example/v1"
 
 HTTP = http_library_of(anthropic)
 TEXT = (
@@ -57,7 +64,7 @@ def scripted() -> Any:
     """Answers anthropic's host with SUMMARY and openai's with TITLE."""
 
     def answer(request: Any) -> Any:
-        body = SUMMARY if request.url.host == "api.anthropic.com" else TITLE
+        body = SUMMARY if request.url.host == "api.anthropic.example" else TITLE
         return HTTP.Response(200, json=body, headers={"request-id": "req_synthetic"})
 
     return HTTP.MockTransport(answer)

@@ -11,6 +11,7 @@ provider.  So the request side is exactly what the SDK sends, and the response s
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,12 @@ import anthropic
 from extract import MODEL, extraction_request
 
 from sakura_http.llm import anthropic_client, http_library_of
+
+# The synthetic cassettes name reserved hosts, never a provider's: the SDKs send there. To
+# record from the real APIs, drop these two lines (and list the real hosts in
+# sakura_record_hosts in pyproject.toml).
+os.environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.example"
+os.environ["OPENAI_BASE_URL"] = "https://api.openai.example/v1"
 
 SENTENCE = "The Somei Yoshino cherry has five pale petals and blooms in early April."
 HTTP = http_library_of(anthropic)  # httpx2 for anthropic >= 1.0, httpx before

@@ -11,6 +11,7 @@ reaching the provider.  So the request is exactly what the SDK sends, and the re
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,12 @@ import openai
 from chat import MODEL, stream_reply
 
 from sakura_http.llm import http_library_of, openai_client
+
+# The synthetic cassettes name reserved hosts, never a provider's: the SDKs send there. To
+# record from the real APIs, drop these two lines (and list the real hosts in
+# sakura_record_hosts in pyproject.toml).
+os.environ["ANTHROPIC_BASE_URL"] = "https://api.anthropic.example"
+os.environ["OPENAI_BASE_URL"] = "https://api.openai.example/v1"
 
 HTTP = http_library_of(openai)
 PIECES = ["Sakura ", "petals ", "drift ", "down ", "the ", "Kamo ", "river."]
