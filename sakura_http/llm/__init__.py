@@ -19,6 +19,7 @@ from ._clients import (
     async_anthropic_client,
     async_openai_client,
     http_library_of,
+    llm_transport_options,
     openai_client,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "async_anthropic_client",
     "async_openai_client",
     "http_library_of",
+    "llm_transport_options",
     "openai_client",
 ]

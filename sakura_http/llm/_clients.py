@@ -33,6 +33,7 @@ __all__ = [
     "async_anthropic_client",
     "async_openai_client",
     "http_library_of",
+    "llm_transport_options",
     "openai_client",
 ]
 
@@ -99,6 +100,24 @@ def _import(sdk: _Sdk) -> ModuleType:
         ) from exc
 
 
+def llm_transport_options(options: dict[str, Any]) -> dict[str, Any]:
+    """`RecordingTransport` keywords (or a ``config``) with what every LLM cassette gets:
+    `LLM_SECRET_HEADERS` declared secret and `Rules.llm()` combined with the rules given.
+    The helpers and the pytest SDK fixtures both use it."""
+    config = options.get("config")
+    if config is not None:
+        secrets = config.secret_headers | frozenset(LLM_SECRET_HEADERS)
+        return {
+            **options,
+            "config": config.replace(secret_headers=secrets, rules=Rules.llm(config.rules)),
+        }
+    return {
+        **options,
+        "secret_headers": [*LLM_SECRET_HEADERS, *options.get("secret_headers", ())],
+        "rules": Rules.llm(options.get("rules") or Rules()),
+    }
+
+
 def _build(
     sdk: _Sdk,
     helper: str,
@@ -125,16 +144,7 @@ def _build(
             )
         transport = cassette
     else:
-        config = transport_options.get("config")
-        if config is not None:
-            secrets = config.secret_headers | frozenset(LLM_SECRET_HEADERS)
-            transport_options["config"] = config.replace(
-                secret_headers=secrets, rules=Rules.llm(config.rules)
-            )
-        else:
-            given = transport_options.get("secret_headers", ())
-            transport_options["secret_headers"] = [*LLM_SECRET_HEADERS, *given]
-            transport_options["rules"] = Rules.llm(transport_options.get("rules") or Rules())
+        transport_options = llm_transport_options(transport_options)
         transport_options.setdefault("outer", DefaultOuter())
         transport = RecordingTransport(cassette, **transport_options)
     options.setdefault("max_retries", 0)

@@ -21,13 +21,13 @@ import pytest
 
 from .._core import RecordMode
 from .._exceptions import CassetteError
-from .._rules import Rules
 from ..llm import (
     LLM_SECRET_HEADERS,
     PLACEHOLDER_API_KEY,
     anthropic_client,
     async_anthropic_client,
     async_openai_client,
+    llm_transport_options,
     openai_client,
 )
 from . import CassetteFactory, _raised_in, fail_if_unused, marker_cassette
@@ -75,9 +75,7 @@ def _sdk_client(
     name, options = marker_cassette(item)
     marker = item.get_closest_marker("cassette")
     sdk_options = dict((marker.kwargs.get(sdk) if marker is not None else None) or {})
-    secret_headers = [*LLM_SECRET_HEADERS, *options.pop("secret_headers", ())]
-    rules = Rules.llm(options.pop("rules", None) or Rules())
-    transport = factory(name, secret_headers=secret_headers, rules=rules, **options)
+    transport = factory(name, **llm_transport_options(options))
     variables, keywords = _KEYS[sdk]
     if transport.mode is not RecordMode.NONE and not (
         any(sdk_options.get(k) is not None for k in keywords)
