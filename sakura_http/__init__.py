@@ -5,8 +5,6 @@ front ends built on it are packages of their own: `sakura_http.pytest_plugin`, `
 and `sakura_http.httpx2` for httpx2-typed transports.  See docs/architecture.md.
 """
 
-from importlib import metadata as _metadata
-
 from ._advice import Advice
 from ._cassette import load_cassette
 from ._config import DEFAULT_SECRET_QUERY_PARAMS, CassetteConfig
@@ -29,10 +27,21 @@ from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
 from ._rules import EMAIL_PATTERN, LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
 from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
 
-try:
-    __version__ = _metadata.version("sakura-http")
-except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+
+def __getattr__(name: str) -> str:
+    # `__version__` is read from the installed metadata on first use, not at import: finding the
+    # distribution scans sys.path, which would cost every test run a few milliseconds.
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("sakura-http")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
+
 
 __all__ = [
     "CREDENTIAL_HEADERS",

@@ -25,8 +25,9 @@ and, when the first table says "record"::
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._exceptions import ConfigurationError, RecordingForbidden
 
@@ -84,8 +85,7 @@ class Refusal(enum.Enum):
     HOST = "no: the host is not in record_hosts"
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
     """An `Action` and the reason for it, in words (for messages and docs)."""
 
     action: Action
@@ -112,10 +112,10 @@ REFUSALS: Mapping[Refusal, Action] = {
 }
 
 
+@functools.cache  # a few dozen cells, asked once per request: each is worked out once
 def decide(
     mode: RecordMode,
     lookup: Lookup,
-    *,
     allow_repeats: bool = True,
     refusal: Refusal = Refusal.NONE,
 ) -> Decision:

@@ -38,6 +38,9 @@ class HostList:
             else:
                 self._with_port.add((host, port))
 
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
     def __contains__(self, host_port: tuple[str, int | None]) -> bool:
         host, port = host_port
         host = host.lower()

@@ -10,9 +10,8 @@ httpx2 is optional and imported only when a request of it arrives.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
 from ._matching import RequestData, canonical_url
@@ -23,8 +22,7 @@ __all__ = ["DefaultOuter", "HttpLibrary", "library_of"]
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
-@dataclass(frozen=True, slots=True)
-class HttpLibrary:
+class HttpLibrary(NamedTuple):
     """The parts of httpx (or httpx2) a transport needs."""
 
     name: str
@@ -42,14 +40,14 @@ class HttpLibrary:
     ) -> RequestData:
         """The library-neutral view of a request whose body has been read, its URL in the
         canonical form that is matched and written (`canonical_url`)."""
-        host, port = self.host_port(request)
+        url = request.url
         return RequestData(
-            method=request.method,
-            url=canonical_url(str(request.url), secret_params),
-            headers=_request_headers(request.headers),
-            body=request.content,
-            host=host,
-            port=port,
+            request.method,
+            canonical_url(str(url), secret_params),
+            _request_headers(request.headers),
+            request.content,
+            url.host,
+            url.port or _DEFAULT_PORTS.get(url.scheme),
         )
 
     def response_headers(self, response: Any) -> tuple[Headers, str]:
@@ -101,12 +99,27 @@ def _load(name: str) -> HttpLibrary:
 
 def _request_headers(headers: Any) -> Headers:
     """Request headers as text, as httpx presents them (`multi_items()`): ASCII when every byte
-    is, which is what nearly every request sends, decoded here without httpx's per-call guess."""
-    raw = headers.raw
-    try:
-        return tuple([(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw])
-    except UnicodeDecodeError:
-        return tuple((name.lower(), value) for name, value in headers.multi_items())
+    is, which is what nearly every request sends, decoded here without httpx's per-call guess.
+
+    A client sends the same header list over and over: each list's text is remembered (bounded),
+    and the same tuple object is returned for it, so the checks and match keys memoized on it
+    downstream find it by identity."""
+    raw = tuple(headers.raw)
+    text = _HEADER_TEXT.get(raw)
+    if text is None:
+        try:
+            text = tuple(
+                [(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw]
+            )
+        except UnicodeDecodeError:
+            text = tuple((name.lower(), value) for name, value in headers.multi_items())
+        if len(_HEADER_TEXT) < _HEADER_TEXT_MEMO:
+            _HEADER_TEXT[raw] = text
+    return text
+
+
+_HEADER_TEXT: dict[tuple[tuple[bytes, bytes], ...], Headers] = {}
+_HEADER_TEXT_MEMO = 4096
 
 
 _LIBRARIES: dict[str, HttpLibrary] = {}

@@ -18,12 +18,12 @@ place that scans the whole cassette.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import idna
@@ -148,9 +148,12 @@ def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     return text
 
 
-@dataclass(frozen=True, slots=True)
-class RequestData:
-    """The parts of a live request that matching and recording need, library-neutral."""
+class RequestData(NamedTuple):
+    """The parts of a live request that matching and recording need, library-neutral.  `url`
+    is in its canonical form (`canonical_url`, with the secret query parameters redacted).
+
+    A named tuple (immutable, like the frozen dataclasses elsewhere) because one is built for
+    every request: it is the cheapest record Python makes."""
 
     method: str
     url: str
@@ -226,6 +229,16 @@ class MatchRules:
     _ordinary: dict[Headers, Headers] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # The rules key a session's indexes and are looked up on every request: hash them once.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def _ignored(self, name: str) -> bool:
         if name in self.ignore or name in self.secret:
@@ -263,7 +276,10 @@ class MatchRules:
 
     def url(self, url: str) -> str:
         """The URL as compared: canonical, secrets redacted, then the rules applied."""
-        url = canonical_url(url, self.secret_query)
+        return self._url(canonical_url(url, self.secret_query))
+
+    def _url(self, url: str) -> str:
+        # `url` is canonical already.
         return self.rules.match_url(url) if self.rules else url
 
     def body(self, headers: Headers, body: bytes) -> bytes:
@@ -273,14 +289,20 @@ class MatchRules:
         return normalized_body(headers, body)
 
     def key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
+        """The match key of a request or exchange with these parts."""
+        return self._key(method, canonical_url(url, self.secret_query), headers, body)
+
+    def _key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
+        # `url` is canonical already.
         if self.rules:
             headers = self.rules.scrub_request_headers(headers)
         compared = self.body(headers, body)
         digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
-        return (method.upper(), self.url(url), self.ordinary_headers(headers), digest)
+        return (method.upper(), self._url(url), self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
-        return self.key(request.method, request.url, request.headers, request.body)
+        # A request's URL is canonical by construction (see `RequestData`).
+        return self._key(request.method, request.url, request.headers, request.body)
 
     def key_of_exchange(self, exchange: Exchange) -> MatchKey:
         return self.key(exchange.method, exchange.url, exchange.headers, exchange.body)
@@ -356,6 +378,8 @@ def body_diff(
 ) -> list[str]:
     """A short unified diff of two bodies (JSON pretty-printed), recorded (---) against the
     request (+++) unless `labels` names the sides otherwise; cut to `lines` lines."""
+    import difflib  # only a miss or the CLI explains a difference: kept off the import path
+
     diff = list(
         difflib.unified_diff(
             _pretty(headers, body),
@@ -526,6 +550,8 @@ def _similarity(request: RequestData, exchange: Exchange) -> float:
     theirs: Sequence[str] = _pretty(exchange.headers, exchange.body)[:_SIMILARITY_LINES]
     if len(mine) == 1 and len(theirs) == 1:
         mine, theirs = mine[0][:_SIMILARITY_CHARS], theirs[0][:_SIMILARITY_CHARS]
+    import difflib  # see body_diff
+
     return difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio()
 
 

@@ -24,7 +24,6 @@ import binascii
 import codecs
 import collections
 import contextlib
-import dataclasses
 import functools
 import json
 import re
@@ -122,7 +121,14 @@ def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     `NOT_CREDENTIAL_HEADERS` and the names in `allow` (lower-case) are never credentials.
     """
     name = name.lower()
-    if name in allow or name in NOT_CREDENTIAL_HEADERS:
+    return name not in allow and _credential_by_name(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _credential_by_name(name: str) -> bool:
+    # Checked for every header of every request: a client sends the same few names over and
+    # over, so each name's answer is remembered (bounded, for clients that make names up).
+    if name in NOT_CREDENTIAL_HEADERS:
         return False
     if is_known_credential_header(name):
         return True
@@ -381,12 +387,14 @@ class Redactor:
         (declared secret headers themselves are dropped on writing, and never matched)."""
         if self._needles is None:
             return request
-        return dataclasses.replace(
-            request,
+        return request._replace(
             url=self.url(request.url),
             headers=self.headers(request.headers),
             body=self.body(request.body, charset_of(request.headers)),
         )
+
+
+_NOTHING_SECRET = Redactor((), ())
 
 
 class SecretMemory:
@@ -407,6 +415,8 @@ class SecretMemory:
 
     def redactor(self, headers: Iterable[tuple[str, str]]) -> Redactor:
         """The redactor for a request with `headers`; remembers its secrets."""
+        if not self._secret_headers:  # nothing declared: nothing to search for, ever
+            return _NOTHING_SECRET
         own = secrets_of(headers, self._secret_headers)
         with self._lock:
             remembered = frozenset().union(*self._recent)

@@ -14,16 +14,15 @@ and `close()` touch the disk, so async callers run them in a worker thread.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, NamedTuple
 
 from ._advice import Advice
 from ._cassette import AtomicRecording, append_lines, load_cassette
@@ -55,38 +54,53 @@ from ._rules import apply_hook, scrub_chunked
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
 
-@dataclass(slots=True)
 class _Slot:
     """The recorded exchanges sharing one match key, in order, and where the first one not yet
     played may be (every exchange before `cursor` has been played)."""
 
-    exchanges: list[Exchange] = field(default_factory=list)
-    cursor: int = 0
+    __slots__ = ("cursor", "exchanges")
+
+    def __init__(self) -> None:
+        self.exchanges: list[Exchange] = []
+        self.cursor = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What to do with one request: replay `exchange`, or record under `key`."""
+class Plan(NamedTuple):
+    """What to do with one request: replay `exchange`, or record under `key`.  (A named tuple,
+    as `RequestData` is: one is made for every request.)"""
 
     action: Action
     key: MatchKey
     exchange: Exchange | None = None
 
 
-@contextlib.contextmanager
-def advised(advice: Advice) -> Iterator[None]:
-    """Word the fix of an engine error raised inside for the front end `advice` speaks for."""
-    try:
-        yield
-    except CredentialHeaderError as exc:
-        if exc.fix is None:
-            exc.fix = advice.declare_secret(exc.header)
-        raise
-    except BodyTooLargeError as exc:
-        if exc.fix is None:
-            exc.fix = advice.raise_body_limit(exc.side, exc.limit)
-        raise
+class advised:
+    """Word the fix of an engine error raised inside for the front end `advice` speaks for.
 
+    A context manager class rather than a generator: it wraps the checks of every request, and
+    entering a class costs a fraction of starting a generator."""
+
+    __slots__ = ("_advice",)
+
+    def __init__(self, advice: Advice) -> None:
+        self._advice = advice
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if isinstance(exc, CredentialHeaderError) and exc.fix is None:
+            exc.fix = self._advice.declare_secret(exc.header)
+        elif isinstance(exc, BodyTooLargeError) and exc.fix is None:
+            exc.fix = self._advice.raise_body_limit(exc.side, exc.limit)
+
+
+_CHECKED_HEADERS_MEMO = 4096
 
 # Weak values: a session whose users were all dropped without closing goes away with them.
 _REGISTRY: weakref.WeakValueDictionary[str, CassetteSession] = weakref.WeakValueDictionary()
@@ -198,20 +212,17 @@ class CassetteSession:
         """The decision for `request` by a user with `config` (its mode and allow_repeats)."""
         key = rules.key_of_request(request)
         with self._lock:
-            slot = self._index(rules).get(key)
+            index = self._indexes.get(rules)
+            slot = (index if index is not None else self._index(rules)).get(key)
             if slot is None:
                 lookup = Lookup.ABSENT
             else:
                 played = self._played
-                while (
-                    slot.cursor < len(slot.exchanges) and id(slot.exchanges[slot.cursor]) in played
-                ):
+                exchanges = slot.exchanges
+                while slot.cursor < len(exchanges) and id(exchanges[slot.cursor]) in played:
                     slot.cursor += 1
-                lookup = Lookup.HIT if slot.cursor < len(slot.exchanges) else Lookup.EXHAUSTED
-            decision = decide(
-                config.mode, lookup, allow_repeats=config.allow_repeats, refusal=refusal
-            )
-            action = decision.action
+                lookup = Lookup.HIT if slot.cursor < len(exchanges) else Lookup.EXHAUSTED
+            action = decide(config.mode, lookup, config.allow_repeats, refusal).action
             if action is Action.REPLAY:
                 assert slot is not None
                 exchange = slot.exchanges[slot.cursor]
@@ -310,8 +321,13 @@ class CassetteUser:
         self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
+        #: Whether any host is passed through (when none is, a front end need not ask).
+        self.has_passthrough = bool(self._passthrough)
         self.appended = 0
         self.closed = False
+        # Request header lists already found free of undeclared credentials: a client sends the
+        # same list over and over, and a list of new values is simply checked (bounded).
+        self._checked_headers: set[Headers] = set()
 
     @property
     def path(self) -> Path:
@@ -328,7 +344,11 @@ class CassetteUser:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
         with advised(config.advice):
-            refuse_credentials(request.headers, config.secret_headers, config.allow_headers)
+            headers = request.headers
+            if headers not in self._checked_headers:
+                refuse_credentials(headers, config.secret_headers, config.allow_headers)
+                if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
+                    self._checked_headers.add(headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:

@@ -14,6 +14,9 @@ Async iteration returns plain iterator objects rather than async generators: a c
 stops reading early drops the iterator unexhausted, and an async generator dropped that way has
 to be finalized by the event loop (trio warns about each one).  Sync iteration uses generators,
 which need no such care.
+
+anyio is imported by the async paths when they first run, not with this module: a sync client
+never needs it, and importing it would cost every test run a few milliseconds.
 """
 
 from __future__ import annotations
@@ -21,9 +24,6 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
-
-import anyio
-import anyio.lowlevel
 
 from ._config import DEFAULT_CHUNK_SIZE
 from ._format import Exchange
@@ -125,12 +125,16 @@ class _AsyncReplay:
             raise StopAsyncIteration from None
         first, self._first = self._first, False
         if offset is not None:
+            import anyio  # see the module docstring
+
             if self._started is None:  # iteration started with this first paced chunk
                 self._started = anyio.current_time()
             await anyio.sleep_until(self._started + offset)
         elif not first:
             # Between chunks other tasks run and a cancellation is delivered; before the first
             # one there is nothing to wait for, as there is none in a response held in memory.
+            import anyio.lowlevel  # see the module docstring
+
             await anyio.lowlevel.checkpoint()
         return piece
 
@@ -231,6 +235,8 @@ class TeeStream:
             await self._close_outer()
         finally:
             if exchange is not None:
+                import anyio.to_thread  # see the module docstring
+
                 # Shielded: a response closed because its task was cancelled still records
                 # what it delivered.
                 with anyio.CancelScope(shield=True):
@@ -260,6 +266,8 @@ class _AsyncTee:
                     return tail
                 break
             except BaseException as exc:
+                import anyio  # see the module docstring
+
                 if not isinstance(exc, anyio.get_cancelled_exc_class()):
                     tee._fail(exc)
                 raise

@@ -445,7 +445,12 @@ def test_credential_headers_are_whatever_recording_refuses(
     monkeypatch.setattr(
         _policy, "CREDENTIAL_HEADERS", _policy.CREDENTIAL_HEADERS | {"x-tenant-region"}
     )
-    code, out = _lint_one(tmp_path, capsys, exchange)
+    # The rule remembers its answer for each name it has seen: forget them, before and after.
+    _policy._credential_by_name.cache_clear()
+    try:
+        code, out = _lint_one(tmp_path, capsys, exchange)
+    finally:
+        _policy._credential_by_name.cache_clear()
     assert code == 1
     (finding,) = json.loads(out)["findings"]
     assert (finding["check"], finding["field"]) == ("credential-header", "headers.x-tenant-region")

@@ -442,6 +442,11 @@ class ProxyServer:
             (b"x-sakura-http-error", name.encode("ascii")),
             (b"x-should-retry", b"false"),
         ]
+        if wire.h11.their_state is h11.SEND_BODY:
+            # Answered before the request body was read: the connection closes after this
+            # answer, and says so, or a client could send its next request on it before it
+            # sees the close, and have that request dropped unanswered.
+            headers.append((b"connection", b"close"))
         await wire.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
         await wire.send(h11.Data(data=body))
         await wire.send(h11.EndOfMessage())
