@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ._exceptions import CassetteFormatError, RecordingForbidden
-from ._format import CassetteContent, encode_header, parse_cassette, torn_tail
+from ._format import CassetteContent, CassetteParser, encode_header, torn_tail
 
 __all__ = ["AtomicRecording", "append_lines", "load_cassette", "locked", "read_all"]
 
@@ -40,10 +40,11 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
-    def _read_locked(fd: int) -> bytes:
+    @contextlib.contextmanager
+    def _shared(fd: int) -> Iterator[None]:
         # msvcrt has no shared lock for a read-only descriptor; Windows writes of one buffer
         # are not observed half-done by readers of the same file in practice.
-        return read_all(fd)
+        yield
 
 else:
     import fcntl
@@ -58,12 +59,13 @@ else:
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _read_locked(fd: int) -> bytes:
+    @contextlib.contextmanager
+    def _shared(fd: int) -> Iterator[None]:
         # A shared lock: appends (which take the exclusive one) wait, so a reader never sees
         # a line another process is still writing, which would read as a torn tail.
         fcntl.flock(fd, fcntl.LOCK_SH)
         try:
-            return read_all(fd)
+            yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
 
@@ -105,25 +107,34 @@ def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return parse_cassette(b"", path)
+        return CassetteParser(path).close()
     except IsADirectoryError:
         raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
+    parser = CassetteParser(path)
     try:
-        data = _read_locked(fd)
+        # Parsed as it is read, under the shared lock: the file is never held whole, and a
+        # line longer than a block is let go as soon as it is decoded (see CassetteParser).
+        with _shared(fd):
+            while block := os.read(fd, _READ_BLOCK):
+                parser.feed(block)
     except IsADirectoryError:
         raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
     finally:
         os.close(fd)
-    return parse_cassette(data, path)
+    return parser.close()
+
+
+_READ_BLOCK = 1 << 20
 
 
 def read_all(fd: int) -> bytes:
     """The whole file behind `fd`, from its start (with `locked`, under the append lock)."""
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
+    # One read of the size the file has: no list of blocks joined into a second copy.
+    data = os.read(fd, os.fstat(fd).st_size)
+    while more := os.read(fd, _READ_BLOCK):  # a file that grew, or a read cut short
+        data += more
+    return data
 
 
 def _write_all(fd: int, data: bytes) -> None:

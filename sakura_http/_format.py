@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
 import orjson
 
 from ._exceptions import CassetteFormatError
@@ -35,6 +38,7 @@ from ._exceptions import CassetteFormatError
 __all__ = [
     "SCHEMA_VERSION",
     "CassetteContent",
+    "CassetteParser",
     "Exchange",
     "FaultInfo",
     "Headers",
@@ -199,6 +203,16 @@ def torn_tail(data: bytes) -> bytes:
     return tail if tail.strip() else b""
 
 
+def _torn_line(path: str | os.PathLike[str], number: int) -> CassetteFormatError:
+    return CassetteFormatError(
+        path,
+        number,
+        "the last line is incomplete (no trailing newline): a recording was interrupted "
+        "mid-write. Run `sakura-http repair` on the file to drop it (a backup is kept), then "
+        "record again",
+    )
+
+
 def _line_spans(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int, int, int]]:
     """`(line_number, start, end)` of every non-blank line of `data`; see `iter_lines`."""
     start = 0
@@ -209,13 +223,7 @@ def _line_spans(data: bytes, path: str | os.PathLike[str]) -> Iterator[tuple[int
         end = data.find(b"\n", start)
         if end == -1:
             if torn_tail(data):
-                raise CassetteFormatError(
-                    path,
-                    number,
-                    "the last line is incomplete (no trailing newline): a recording was "
-                    "interrupted mid-write. Run `sakura-http repair` on the file to drop it "
-                    "(a backup is kept), then record again",
-                )
+                raise _torn_line(path, number)
             return
         # A JSON line starts with "{" (or "["): only an odd line pays for a copy to strip.
         if data[start] in _JSON_START or data[start:end].strip():
@@ -347,6 +355,18 @@ def _check_latin1(charset: Any, headers: Headers) -> None:
             ) from None
 
 
+def _check_chunks(chunks: tuple[int, ...], body: bytes) -> None:
+    if sum(chunks) != len(body):
+        raise _Bad(
+            f"field 'chunks' adds up to {sum(chunks)} bytes but the response body has {len(body)}"
+        )
+
+
+def _check_timings(timings: tuple[float, ...], chunks: tuple[int, ...] | None) -> None:
+    if chunks is None or len(timings) != len(chunks):
+        raise _Bad("field 'timings_ms' needs one entry per entry of 'chunks'")
+
+
 def _exchange(obj: Any) -> Exchange:
     if not isinstance(obj, dict):
         raise _Bad(f"an exchange must be a JSON object, not {type(obj).__name__}")
@@ -382,14 +402,11 @@ def _exchange(obj: Any) -> Exchange:
     if not isinstance(truncated, bool):
         raise _Bad("field 'truncated' must be true or false")
     chunks = _numbers(obj, "chunks", int)
-    if chunks is not None and sum(chunks) != len(response_body):
-        raise _Bad(
-            f"field 'chunks' adds up to {sum(chunks)} bytes but the response body has "
-            f"{len(response_body)}"
-        )
+    if chunks is not None:
+        _check_chunks(chunks, response_body)
     timings = _numbers(obj, "timings_ms", (int, float))
-    if timings is not None and (chunks is None or len(timings) != len(chunks)):
-        raise _Bad("field 'timings_ms' needs one entry per entry of 'chunks'")
+    if timings is not None:
+        _check_timings(timings, chunks)
     return Exchange(
         method=_str(obj, "method"),
         url=_str(obj, "url"),
@@ -408,105 +425,97 @@ def _exchange(obj: Any) -> Exchange:
     )
 
 
-# The common shape of an exchange line, decoded with checks done by C-level set operations
-# instead of one Python test per value.  It accepts exactly what `_exchange` accepts for lines of
-# that shape (tests/test_format.py checks the two agree); anything else -- a fault, a base64
-# body, a header charset, an unknown field, or any problem at all -- returns None and goes
-# through `_exchange`, which names the problem.
-_FAST_FIELDS = frozenset(
-    {
-        "method", "url", "headers", "body", "status", "response_headers", "response_body",
-        "id", "chunks", "truncated", "timings_ms",
-    }
-)  # fmt: skip
-_FAST_REQUIRED = frozenset(
-    {"method", "url", "headers", "body", "status", "response_headers", "response_body"}
-)
-_LIST = {list}
-_INT: set[type[Any]] = {int}
-_NUMBER: set[type[Any]] = {int, float}
+# --- the fast path of loading -------------------------------------------------------------
+
+#: An integer msgspec holds as orjson does: orjson reads one beyond 64 bits as a float, which
+#: `_exchange` refuses as a chunk size, so the fast path leaves any beyond 63 bits to it.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
-def _fast_pairs(value: Any) -> Headers | None:
-    if type(value) is not list:
-        return None
-    try:
-        # Unpacking checks each item has two parts, .lower() that a name is a string (no other
-        # JSON value has it), the filter that a value is; the set that every item is a list.
-        pairs = tuple([(name.lower(), text) for name, text in value if type(text) is str])
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if len(pairs) != len(value) or (value and {*map(type, value)} != _LIST):
-        return None
-    return pairs
+class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common shape of an exchange line, type-checked by msgspec as it decodes, in C.
 
+    With `CassetteParser._request_headers` it accepts exactly what `_exchange` accepts for lines
+    of this shape, and decodes them alike (tests/test_format.py checks the two agree on any
+    line); anything else -- a fault, a base64 body, a header charset, an unknown field, any wrong
+    value or JSON -- fails to decode and goes through `_exchange`, which names the problem.
+    `UNSET` (not None) marks an absent `chunks` or `timings_ms`, so that a null one is refused,
+    as `_exchange` refuses it.  The request headers are kept as their JSON text: a client sends
+    the same ones again and again, and the text of each is decoded and checked once.
+    """
 
-def _fast_numbers(obj: dict[str, Any], key: str, kinds: set[type[Any]]) -> tuple[Any, ...]:
-    value = obj[key]
-    if type(value) is not list or (value and (not {*map(type, value)} <= kinds or min(value) < 0)):
-        raise _Bad(key)  # the caller falls back to `_exchange`, which words the problem
-    return tuple(value)
-
-
-def _fast_exchange(obj: Any, shared: dict[Headers, Headers]) -> Exchange | None:
-    if type(obj) is not dict:
-        return None
-    keys = obj.keys()
-    if not (keys <= _FAST_FIELDS and keys >= _FAST_REQUIRED):
-        return None
-    method, url, body = obj["method"], obj["url"], obj["body"]
-    response_body, status = obj["response_body"], obj["status"]
-    if (
-        type(method) is not str
-        or type(url) is not str
-        or type(body) is not str
-        or type(response_body) is not str
-        or type(status) is not int
-        or not 100 <= status <= 999
-    ):
-        return None
-    headers = _fast_pairs(obj["headers"])
-    if headers is not None:
-        # A client sends the same request headers again and again: keep one tuple of each, so
-        # the cassette holds one copy and matching computes each tuple's match headers once.
-        headers = shared.setdefault(headers, headers)
-    response_headers = _fast_pairs(obj["response_headers"])
-    exchange_id = obj.get("id")
-    truncated = obj.get("truncated", False)
-    if (
-        headers is None
-        or response_headers is None
-        or (exchange_id is not None and type(exchange_id) is not str)
-        or type(truncated) is not bool
-    ):
-        return None
-    payload = response_body.encode("utf-8")
-    chunks = timings = None
-    try:
-        if "chunks" in obj:
-            chunks = _fast_numbers(obj, "chunks", _INT)
-            if sum(chunks) != len(payload):
-                return None
-        if "timings_ms" in obj:
-            timings = _fast_numbers(obj, "timings_ms", _NUMBER)
-            if chunks is None or len(timings) != len(chunks):
-                return None
-    except _Bad:
-        return None
-    return Exchange(
-        method=method,
-        url=url,
-        headers=headers,
-        body=body.encode("utf-8"),
-        status=status,
-        response_headers=response_headers,
-        response_body=payload,
-        id=exchange_id,
-        chunks=chunks,
-        truncated=truncated,
-        timings_ms=timings,
-        extra={},
+    method: str
+    url: str
+    headers: msgspec.Raw
+    body: str
+    status: Annotated[int, msgspec.Meta(ge=100, le=999)]
+    response_headers: Headers
+    response_body: str
+    id: str | None = None
+    chunks: tuple[_Count, ...] | msgspec.UnsetType = msgspec.UNSET
+    truncated: bool = False
+    timings_ms: tuple[_Count | Annotated[float, msgspec.Meta(ge=0)], ...] | msgspec.UnsetType = (
+        msgspec.UNSET
     )
+
+
+_decode_line = msgspec.json.Decoder(_Line).decode
+_decode_headers = msgspec.json.Decoder(Headers).decode
+_NO_TEXT = msgspec.Raw()
+
+
+def _lower(pairs: Headers) -> Headers:
+    """`pairs` with lower-case names: as they are when they already are (they are as written)."""
+    names = "".join(map(_name, pairs))
+    # Lowering is per character (a final sigma's context only decides what a capital becomes):
+    # the names together are unchanged exactly when each is.
+    if names == names.lower():
+        return pairs
+    return tuple([(name.lower(), value) for name, value in pairs])
+
+
+_name = operator.itemgetter(0)
+
+
+def _from_line(line: _Line, headers: Headers) -> Exchange:
+    """The exchange of a line `_decode_line` accepted, with its request `headers` decoded;
+    raises `_Bad` where `_exchange` would."""
+    payload = line.response_body.encode()
+    chunks = timings = None
+    if line.chunks is not msgspec.UNSET:
+        chunks = line.chunks
+        _check_chunks(chunks, payload)
+    if line.timings_ms is not msgspec.UNSET:
+        timings = line.timings_ms
+        _check_timings(timings, chunks)
+    exchange = _new(Exchange)
+    _set_method(exchange, line.method)
+    _set_url(exchange, line.url)
+    _set_headers(exchange, headers)
+    _set_body(exchange, line.body.encode())
+    _set_status(exchange, line.status)
+    _set_response_headers(exchange, _lower(line.response_headers))
+    _set_response_body(exchange, payload)
+    _set_error(exchange, None)
+    _set_id(exchange, line.id)
+    _set_chunks(exchange, chunks)
+    _set_truncated(exchange, line.truncated)
+    _set_timings_ms(exchange, timings)
+    _set_response_header_charset(exchange, "utf-8")
+    _set_extra(exchange, {})
+    return exchange
+
+
+_new = object.__new__
+(
+    _set_method, _set_url, _set_headers, _set_body, _set_status, _set_response_headers,
+    _set_response_body, _set_error, _set_id, _set_chunks, _set_truncated, _set_timings_ms,
+    _set_response_header_charset, _set_extra,
+) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
+
+
+def _line_error(path: str | os.PathLike[str], number: int, exc: _Bad) -> CassetteFormatError:
+    return CassetteFormatError(path, number, f"{exc}; fix the line or {RERECORD_HINT}")
 
 
 def decode_exchange(
@@ -516,29 +525,111 @@ def decode_exchange(
     try:
         return _exchange(_load_json(line))
     except _Bad as exc:
-        raise CassetteFormatError(path, number, f"{exc}; fix the line or {RERECORD_HINT}") from None
+        raise _line_error(path, number, exc) from None
+
+
+class CassetteParser:
+    """Parse a cassette from its bytes, fed in pieces of any size as they are read.
+
+    Sans I/O: the caller reads (`load_cassette` a block at a time, under the file's shared
+    lock) and calls `feed(data)`, then `close()`, which returns the `CassetteContent`.  A line is
+    decoded as soon as its newline arrives, and a line longer than the pieces is let go as soon
+    as it is decoded, before its bodies are encoded: a 16 MiB body is held as the line's bytes
+    and its text, then as its text and the body's bytes, never as all three.  Every problem
+    raises `CassetteFormatError` naming the line, in the order of the lines; `close()` reports a
+    last line without its newline (a torn write), as `iter_lines` does.
+    """
+
+    __slots__ = ("_exchanges", "_header", "_number", "_numbers", "_path", "_pending", "_shared")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = path
+        self._number = 0  # lines seen whole
+        self._pending: list[bytes | memoryview] = []  # a line whose newline has not come yet
+        self._header: dict[str, Any] | None = None
+        self._exchanges: list[Exchange] = []
+        self._numbers: list[int] = []
+        self._shared: dict[bytes, Headers] = {}  # request headers by their JSON text
+
+    def feed(self, data: bytes) -> None:
+        """Parse the lines `data` completes; `data` must not change afterwards."""
+        if not data:
+            return
+        view = memoryview(data)
+        start = 0
+        if self._pending:  # a line begun in earlier data
+            end = data.find(b"\n")
+            if end == -1:
+                self._pending.append(view)
+                return
+            self._pending.append(view[:end])
+            line = b"".join(self._pending)
+            self._pending = []
+            self._number += 1
+            if line[0] in _JSON_START or line.strip():
+                item = self._decode(line, self._number)
+                del line  # a long line is freed before `_add` encodes its bodies
+                self._add(item, self._number)
+            start = end + 1
+        number = self._number
+        find = data.find
+        while (end := find(b"\n", start)) != -1:
+            number += 1
+            # A JSON line starts with "{" (or "["): only an odd line pays for a copy to strip.
+            if data[start] in _JSON_START or data[start:end].strip():
+                self._add(self._decode(view[start:end], number), number)
+            start = end + 1
+        self._number = number
+        if start < len(data):
+            self._pending.append(view[start:])
+
+    def close(self) -> CassetteContent:
+        """The parsed cassette; a last line without its newline raises `CassetteFormatError`."""
+        if b"".join(self._pending).strip():
+            raise _torn_line(self._path, self._number + 1)
+        return CassetteContent(
+            header=self._header or {}, exchanges=self._exchanges, line_numbers=self._numbers
+        )
+
+    def _decode(
+        self, line: bytes | memoryview, number: int
+    ) -> tuple[_Line, Headers] | Exchange | None:
+        """Check the header line (None), or decode an exchange line: a common one by msgspec
+        (the line and its request headers, to be finished by `_add`), any other or malformed
+        one by the strict decoder, which names its problem."""
+        if self._header is None:
+            self._header = decode_header(line, self._path, number)
+            return None
+        try:
+            record = _decode_line(line)
+            headers = self._request_headers(bytes(record.headers))
+        except msgspec.DecodeError:  # an unusual or malformed line
+            return decode_exchange(line, self._path, number)
+        record.headers = _NO_TEXT  # it viewed `line`: let the line go before bodies are encoded
+        return record, headers
+
+    def _request_headers(self, text: bytes) -> Headers:
+        headers = self._shared.get(text)
+        if headers is None:
+            # Decoded and checked once per distinct text; one tuple is kept for each, so the
+            # cassette holds one copy and matching computes each tuple's match headers once.
+            headers = self._shared[text] = _lower(_decode_headers(text))
+        return headers
+
+    def _add(self, item: tuple[_Line, Headers] | Exchange | None, number: int) -> None:
+        if item is None:
+            return
+        if isinstance(item, tuple):
+            try:
+                item = _from_line(*item)
+            except _Bad as exc:
+                raise _line_error(self._path, number, exc) from None
+        self._exchanges.append(item)
+        self._numbers.append(number)
 
 
 def parse_cassette(data: bytes, path: str | os.PathLike[str]) -> CassetteContent:
     """Parse a whole cassette.  Empty data is an empty cassette; every other problem raises."""
-    # Lines are read as views of `data`, not copies: a cassette with a 16 MiB body is held once
-    # as file bytes while it is parsed, not twice.
-    view = memoryview(data)
-    lines = ((number, view[start:end]) for number, start, end in _line_spans(data, path))
-    first = next(lines, None)
-    if first is None:
-        return CassetteContent(header={}, exchanges=[], line_numbers=[])
-    header = decode_header(first[1], path, first[0])
-    exchanges: list[Exchange] = []
-    numbers: list[int] = []
-    shared: dict[Headers, Headers] = {}
-    for number, line in lines:
-        try:
-            exchange = _fast_exchange(orjson.loads(line), shared)
-        except orjson.JSONDecodeError:
-            exchange = None
-        if exchange is None:  # an unusual or malformed line: the strict path words it
-            exchange = decode_exchange(line, path, number)
-        exchanges.append(exchange)
-        numbers.append(number)
-    return CassetteContent(header=header, exchanges=exchanges, line_numbers=numbers)
+    parser = CassetteParser(path)
+    parser.feed(data)
+    return parser.close()

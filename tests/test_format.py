@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import itertools
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -13,6 +15,8 @@ from hypothesis import strategies as st
 
 from sakura_http import CassetteFormatError
 from sakura_http._format import (
+    CassetteContent,
+    CassetteParser,
     Exchange,
     FaultInfo,
     decode_exchange,
@@ -234,6 +238,11 @@ def test_any_header_bytes_written_read_back_and_replay_equal(
 
 
 # --- the fast path of loading agrees with the strict one --------------------------------------
+#
+# parse_cassette decodes a line of the common shape with msgspec and sends anything else (and
+# anything wrong) to the strict decoder (`decode_exchange`), which names the problem: loading
+# must never accept a line the strict decoder refuses, nor decode a line differently, nor word
+# an error differently.
 
 _VALID = {
     "method": "GET",
@@ -255,6 +264,28 @@ _JSON = st.recursive(
 )
 
 
+def _strict(line: bytes) -> Exchange | str:
+    try:
+        return decode_exchange(line, P, 2)
+    except CassetteFormatError as exc:
+        return str(exc)
+
+
+def _loaded(line: bytes) -> Exchange | str:
+    try:
+        (exchange,) = parse_cassette(HEADER + line + b"\n", P).exchanges
+    except CassetteFormatError as exc:
+        return str(exc)
+    return exchange
+
+
+def _agree(line: bytes) -> None:
+    loaded, strict = _loaded(line), _strict(line)
+    assert loaded == strict
+    if isinstance(loaded, Exchange):  # written back alike too (an int stays an int, ...)
+        assert encode_exchange(loaded) == encode_exchange(strict)  # type: ignore[arg-type]
+
+
 @st.composite
 def _mutated(draw: st.DrawFn) -> dict[str, object]:
     obj = {k: v for k, v in _VALID.items() if draw(st.booleans()) or k in ("method", "url")}
@@ -265,19 +296,82 @@ def _mutated(draw: st.DrawFn) -> dict[str, object]:
 
 @settings(max_examples=400, deadline=None)
 @given(obj=_mutated())
-def test_the_fast_decoder_accepts_exactly_what_the_strict_one_does(obj: dict[str, object]) -> None:
-    # parse_cassette decodes a line of the common shape on a fast path and sends anything else
-    # (and anything wrong) to the strict decoder, which names the problem: the fast path must
-    # never accept a line the strict one refuses, nor decode a line differently.
-    from sakura_http._format import _Bad, _exchange, _fast_exchange
+def test_loading_agrees_with_the_strict_decoder_on_any_values(obj: dict[str, object]) -> None:
+    _agree(orjson.dumps(obj))
 
-    fast = _fast_exchange(obj, {})
-    try:
-        strict = _exchange(obj)
-    except _Bad:
-        assert fast is None
-        return
-    assert fast is None or fast == strict
+
+# JSON texts for each field, as a file may spell them: valid, odd and wrong, including what
+# two decoders could read differently (number spellings, escapes, integers past 64 bits,
+# invalid UTF-8, names that lower-casing changes).
+_HEADER_TEXTS = [
+    b'[["accept","*/*"],["x-a","1"]]', b"[]", b'[["Accept","*/*"]]', b'[["\\u0041ccept","x"]]',
+    b'[["\xc3\x89t\xc3\xa9","x"]]', b'[["\xce\xa3","x"],["a\xce\xa3","y"]]', b'[["a","\xff"]]',
+    b'[["\xff","b"]]', b'[["a","\\ud800"]]', b'[["a"]]', b'[["a","b","c"]]', b'[["a",1]]',
+    b'[[1,"a"]]', b'{"a":"b"}', b'["ab"]', b"null", b'[ [ "a" , "b" ] ]', b'[["a","b"],]',
+    b'[["a","\x01"]]', b'[["a","\\u00e9"]]',
+]  # fmt: skip
+_TEXTS: dict[str, list[bytes]] = {
+    "method": [b'"GET"', b'"G\\u0045T"', b"1", b"null", b'"\xff"', b'"a\tb"'],
+    "url": [b'"https://api.example.test/x"', b'"\\/x"', b"[]", b'"x'],
+    "headers": _HEADER_TEXTS,
+    "body": [b'""', b'"x"', b'"\\u00e9"', b"3", b'"\x01"', b'"\\ud83d\\ude00"'],
+    "status": [b"200", b"200.0", b"2e2", b"true", b"99", b"1000", b'"200"', b"-200", b"0200"],
+    "response_headers": _HEADER_TEXTS,
+    "response_body": [b'"abc"', b'""', b'"\\u00e9"', b"null", b'"\xe2\x82\xac"'],
+    "id": [b'"ex"', b"null", b"7", b'""'],
+    "chunks": [
+        b"[1,2]", b"[3]", b"[]", b"null", b"[1,-1,3]", b"[1,true]", b"[1.0,2]", b"[3.0]",
+        b"[18446744073709551615]", b"[9223372036854775808]", b"[0,3]", b"[-0]", b'["3"]',
+    ],
+    "truncated": [b"true", b"false", b"null", b"0"],
+    "timings_ms": [
+        b"[0.5,1]", b"[1]", b"[-0.0,1e2]", b"null", b'[1,"2"]', b"[18446744073709551616,1]",
+        b"[9223372036854775808,1]", b"[1e400,1]", b"[0.5]", b"[1.5e-400,2]", b"[-1,1]",
+    ],
+    "error": [b'{"type":"ReadTimeout","message":"slow"}', b"null", b'{"type":1}'],
+    "body_b64": [b'"AA=="', b'"%%"'],
+    "response_body_b64": [b'"AA=="'],
+    "response_header_charset": [b'"latin-1"', b'"utf-8"'],
+    "other": [b"1", b'{"a":[1]}'],
+}  # fmt: skip
+_COMMON = ["method", "url", "headers", "body", "status", "response_headers", "response_body"]
+
+
+@st.composite
+def _spelled(draw: st.DrawFn) -> bytes:
+    # Mostly the common fields spelled well (else the fast path is seldom tried), now and then
+    # one missing or odd, then a few more fields (or the same again).
+    keys = [key for key in _COMMON if draw(st.integers(0, 19))]
+    keys += draw(st.lists(st.sampled_from(sorted(_TEXTS)), max_size=3))
+    members = []
+    for key in keys:
+        texts = _TEXTS[key]
+        good = key in _COMMON and draw(st.integers(0, 5))
+        text = texts[0] if good else draw(st.sampled_from(texts))
+        members.append(b'"%s":%s' % (key.encode(), text))
+    space = draw(st.sampled_from([b"", b" ", b"\t", b"\r"]))
+    return b"{" + (b"," + space).join(members) + b"}" + draw(st.sampled_from([b"", b" ", b"x"]))
+
+
+@settings(max_examples=1500, deadline=None)
+@given(line=_spelled())
+def test_loading_agrees_with_the_strict_decoder_on_any_spelling(line: bytes) -> None:
+    _agree(line)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        orjson.dumps(_VALID),
+        orjson.dumps({**_VALID, "response_headers": [["Content-Type", "a"], ["X-\u03a3", "b"]]}),
+        orjson.dumps({k: v for k, v in _VALID.items() if k in _COMMON}),
+    ],
+)
+def test_common_lines_take_the_fast_path(line: bytes) -> None:
+    parser = CassetteParser(P)
+    assert parser._decode(HEADER, 1) is None
+    assert not isinstance(parser._decode(line, 2), Exchange)  # not the strict decoder's
+    _agree(line)
 
 
 @pytest.mark.parametrize(
@@ -308,3 +402,51 @@ def test_every_malformed_field_of_a_common_line_names_its_line(
     with pytest.raises(CassetteFormatError, match=re.escape(problem)) as caught:
         parse_cassette(HEADER + good + b"\n" + bad, P)
     assert caught.value.line == 4
+
+
+def test_request_headers_decoded_once_are_checked_on_every_line() -> None:
+    # Request headers are decoded once per distinct text: a later line with other (bad) text
+    # is still checked, and a line repeating good text still gets its own other checks.
+    good = orjson.dumps(_VALID) + b"\n"
+    bad = good.replace(b'["X-Case","v"]', b'["X-Case",1]')
+    with pytest.raises(CassetteFormatError, match=re.escape("string pairs")) as caught:
+        parse_cassette(HEADER + good + good + bad, P)
+    assert caught.value.line == 4
+    content = parse_cassette(HEADER + good + good, P)
+    first, second = content.exchanges
+    assert first.headers is second.headers  # one tuple kept for the cassette
+    assert first.headers == (("accept", "*/*"), ("x-case", "v"))
+
+
+# --- parsing as the file is read ----------------------------------------------------------
+
+_PIECES = [
+    HEADER, HEADER, orjson.dumps(_VALID) + b"\n", orjson.dumps(_VALID) + b"\n", b"\n", b"  \n",
+    b"\r\n", b'{"method":"GET"}\n', b"{bad\n", b"[]\n", b" ", b'{"url"', b"\x00",
+]  # fmt: skip
+
+
+def _outcome(parse: Callable[[], CassetteContent]) -> object:
+    try:
+        content = parse()
+    except CassetteFormatError as exc:
+        return str(exc)
+    return (content.header, content.exchanges, content.line_numbers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(_PIECES), max_size=6),
+    cuts=st.lists(st.integers(0, 2000), max_size=8),
+)
+def test_feeding_any_pieces_parses_as_the_whole(parts: list[bytes], cuts: list[int]) -> None:
+    data = b"".join(parts)
+
+    def in_pieces() -> CassetteContent:
+        parser = CassetteParser(P)
+        bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
+        for start, end in itertools.pairwise(bounds):
+            parser.feed(data[start:end])
+        return parser.close()
+
+    assert _outcome(in_pieces) == _outcome(lambda: parse_cassette(data, P))
