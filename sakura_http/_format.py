@@ -435,18 +435,18 @@ _Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """The common shape of an exchange line, type-checked by msgspec as it decodes, in C.
 
-    With `CassetteParser._request_headers` it accepts exactly what `_exchange` accepts for lines
-    of this shape, and decodes them alike (tests/test_format.py checks the two agree on any
-    line); anything else -- a fault, a base64 body, a header charset, an unknown field, any wrong
-    value or JSON -- fails to decode and goes through `_exchange`, which names the problem.
-    `UNSET` (not None) marks an absent `chunks` or `timings_ms`, so that a null one is refused,
-    as `_exchange` refuses it.  The request headers are kept as their JSON text: a client sends
-    the same ones again and again, and the text of each is decoded and checked once.
+    It accepts exactly what `_exchange` accepts for lines of this shape, and decodes them alike
+    (tests/test_format.py checks the two agree on any spelling of a line); anything else -- a
+    fault, a base64 body, a header charset, an unknown field, any wrong value or JSON -- fails
+    to decode and goes through `_exchange`, which names the problem.  `UNSET` (not None) marks
+    an absent `chunks` or `timings_ms`, so that a null one is refused, as `_exchange` refuses it.
+    (No field is left undecoded as `msgspec.Raw`: msgspec does not check the UTF-8 of what it
+    skips, and a key given twice would let the first value through unchecked.)
     """
 
     method: str
     url: str
-    headers: msgspec.Raw
+    headers: Headers
     body: str
     status: Annotated[int, msgspec.Meta(ge=100, le=999)]
     response_headers: Headers
@@ -460,8 +460,6 @@ class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 
 
 _decode_line = msgspec.json.Decoder(_Line).decode
-_decode_headers = msgspec.json.Decoder(Headers).decode
-_NO_TEXT = msgspec.Raw()
 
 
 def _lower(pairs: Headers) -> Headers:
@@ -477,9 +475,14 @@ def _lower(pairs: Headers) -> Headers:
 _name = operator.itemgetter(0)
 
 
-def _from_line(line: _Line, headers: Headers) -> Exchange:
-    """The exchange of a line `_decode_line` accepted, with its request `headers` decoded;
-    raises `_Bad` where `_exchange` would."""
+def _from_line(line: _Line, shared: dict[Headers, Headers]) -> Exchange:
+    """The exchange of a line `_decode_line` accepted; raises `_Bad` where `_exchange` would.
+
+    A client sends the same request headers again and again: `shared` keeps one tuple of each,
+    so the cassette holds one copy and matching computes each tuple's match headers once."""
+    headers = shared.get(line.headers)
+    if headers is None:
+        headers = shared[line.headers] = _lower(line.headers)
     payload = line.response_body.encode()
     chunks = timings = None
     if line.chunks is not msgspec.UNSET:
@@ -508,9 +511,20 @@ def _from_line(line: _Line, headers: Headers) -> Exchange:
 
 _new = object.__new__
 (
-    _set_method, _set_url, _set_headers, _set_body, _set_status, _set_response_headers,
-    _set_response_body, _set_error, _set_id, _set_chunks, _set_truncated, _set_timings_ms,
-    _set_response_header_charset, _set_extra,
+    _set_method,
+    _set_url,
+    _set_headers,
+    _set_body,
+    _set_status,
+    _set_response_headers,
+    _set_response_body,
+    _set_error,
+    _set_id,
+    _set_chunks,
+    _set_truncated,
+    _set_timings_ms,
+    _set_response_header_charset,
+    _set_extra,
 ) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
 
 
@@ -549,7 +563,7 @@ class CassetteParser:
         self._header: dict[str, Any] | None = None
         self._exchanges: list[Exchange] = []
         self._numbers: list[int] = []
-        self._shared: dict[bytes, Headers] = {}  # request headers by their JSON text
+        self._shared: dict[Headers, Headers] = {}
 
     def feed(self, data: bytes) -> None:
         """Parse the lines `data` completes; `data` must not change afterwards."""
@@ -591,37 +605,24 @@ class CassetteParser:
             header=self._header or {}, exchanges=self._exchanges, line_numbers=self._numbers
         )
 
-    def _decode(
-        self, line: bytes | memoryview, number: int
-    ) -> tuple[_Line, Headers] | Exchange | None:
+    def _decode(self, line: bytes | memoryview, number: int) -> _Line | Exchange | None:
         """Check the header line (None), or decode an exchange line: a common one by msgspec
-        (the line and its request headers, to be finished by `_add`), any other or malformed
-        one by the strict decoder, which names its problem."""
+        (to be finished by `_add`), any other or malformed one by the strict decoder, which
+        names its problem."""
         if self._header is None:
             self._header = decode_header(line, self._path, number)
             return None
         try:
-            record = _decode_line(line)
-            headers = self._request_headers(bytes(record.headers))
+            return _decode_line(line)
         except msgspec.DecodeError:  # an unusual or malformed line
             return decode_exchange(line, self._path, number)
-        record.headers = _NO_TEXT  # it viewed `line`: let the line go before bodies are encoded
-        return record, headers
 
-    def _request_headers(self, text: bytes) -> Headers:
-        headers = self._shared.get(text)
-        if headers is None:
-            # Decoded and checked once per distinct text; one tuple is kept for each, so the
-            # cassette holds one copy and matching computes each tuple's match headers once.
-            headers = self._shared[text] = _lower(_decode_headers(text))
-        return headers
-
-    def _add(self, item: tuple[_Line, Headers] | Exchange | None, number: int) -> None:
+    def _add(self, item: _Line | Exchange | None, number: int) -> None:
         if item is None:
             return
-        if isinstance(item, tuple):
+        if isinstance(item, _Line):
             try:
-                item = _from_line(*item)
+                item = _from_line(item, self._shared)
             except _Bad as exc:
                 raise _line_error(self._path, number, exc) from None
         self._exchanges.append(item)
