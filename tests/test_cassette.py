@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 from pathlib import Path
 
 import httpx
@@ -110,3 +111,58 @@ def _load_or_error(path: Path) -> object:
         return load_cassette(path)
     except CassetteFormatError as exc:
         return exc
+
+
+# --- loading parses as it reads, a block at a time -----------------------------------------
+
+_BIG = Exchange(
+    "GET",
+    "https://api.example.test/big",
+    response_body=b"0123456789abcdef" * 200_000,  # longer than a read block: spans several
+    chunks=(1_600_000, 1_600_000),
+)
+_SMALL = Exchange("GET", "https://api.example.test/small", headers=(("accept", "*/*"),))
+
+
+@pytest.mark.parametrize("block", [1, 7, 4096, None], ids=lambda b: f"block={b}")
+def test_loading_block_by_block_reads_what_parsing_the_whole_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int | None
+) -> None:
+    from sakura_http import _cassette
+    from sakura_http._format import encode_header, parse_cassette
+
+    if block is not None:
+        monkeypatch.setattr(_cassette, "_READ_BLOCK", block)
+    big = _BIG if block != 1 else _SMALL  # one byte at a time: keep it small
+    data = encode_header() + encode_exchange(_SMALL) + b"\n  \n" + encode_exchange(big) + b" \n"
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(data)
+    content = load_cassette(path)
+    assert content == parse_cassette(data, path)
+    assert content.exchanges == [_SMALL, big]
+    assert content.line_numbers == [2, 5]
+
+
+@pytest.mark.parametrize(
+    ("tail", "line", "problem"),
+    [
+        (b'{"method":"GET"}\n', 4, "missing field 'status'"),
+        (b"{bad\n", 4, "not valid JSON"),
+        (b'{"method":"GET","url":"u"', 4, "the last line is incomplete"),
+        (encode_exchange(_BIG)[:-1], 4, "the last line is incomplete"),
+        (b"\n" + encode_exchange(_BIG).replace(b'"chunks":[', b'"chunks":[1,'), 5, "adds up to"),
+    ],
+)
+def test_a_bad_line_after_a_long_one_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: bytes, line: int, problem: str
+) -> None:
+    from sakura_http import _cassette
+    from sakura_http._format import encode_header
+
+    monkeypatch.setattr(_cassette, "_READ_BLOCK", 65536)
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(encode_header() + encode_exchange(_BIG) + encode_exchange(_SMALL) + tail)
+    with pytest.raises(CassetteFormatError, match=re.escape(problem)) as caught:
+        load_cassette(path)
+    assert caught.value.line == line
+    assert caught.value.path == str(path)
