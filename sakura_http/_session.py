@@ -343,12 +343,13 @@ class CassetteUser:
     def check_request(self, request: RequestData) -> None:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
+        headers = request.headers
+        if headers in self._checked_headers and len(request.body) <= config.max_body_bytes:
+            return  # the same headers passed before, and the body is within its limit
         with advised(config.advice):
-            headers = request.headers
-            if headers not in self._checked_headers:
-                refuse_credentials(headers, config.secret_headers, config.allow_headers)
-                if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
-                    self._checked_headers.add(headers)
+            refuse_credentials(headers, config.secret_headers, config.allow_headers)
+            if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
+                self._checked_headers.add(headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
@@ -366,8 +367,9 @@ class CassetteUser:
         successive recorded exchanges.
         """
         refusal = self._refusal(request)
-        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
-        request = self.secrets.redactor(request.headers).request(request)
+        if self.config.secret_headers:
+            # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+            request = self.secrets.redactor(request.headers).request(request)
         plan = self.session.plan(request, self.config, self.rules, refusal)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
