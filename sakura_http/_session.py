@@ -592,13 +592,19 @@ class ResponseRecorder:
             and len(self._timings) == len(chunks)
         )
         written = redactor.request(request)
+        live_headers = self._stored_headers(len(live_body), truncated)
+        stored_headers = (
+            live_headers
+            if len(body) == len(live_body)
+            else self._stored_headers(len(body), truncated)
+        )
         stored = Exchange(
             method=request.method,
             url=written.url,
             headers=drop_secret_headers(written.headers, self._secrets),
             body=written.body,
             status=self._status,
-            response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_headers=redactor.response_headers(stored_headers),
             response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
@@ -611,7 +617,7 @@ class ResponseRecorder:
             headers=request.headers,
             body=request.body,
             status=self._status,
-            response_headers=self._stored_headers(len(live_body), truncated),
+            response_headers=live_headers,
             response_header_charset=self._charset,
             response_body=live_body,
             chunks=live_chunks if len(live_chunks) > 1 else None,
