@@ -59,7 +59,15 @@ class RecordMode(str, enum.Enum):
         return self.value
 
 
-class Lookup(enum.Enum):
+class _Table(enum.Enum):
+    """An enum whose members key the decision table, which is consulted on every request: its
+    members hash by identity, in C (they are singletons, compared by identity), rather than by
+    `Enum.__hash__`, which is Python code."""
+
+    __hash__ = object.__hash__
+
+
+class Lookup(_Table):
     """What the cassette holds for a request's match key."""
 
     HIT = "unplayed match"
@@ -67,7 +75,7 @@ class Lookup(enum.Enum):
     ABSENT = "no match"
 
 
-class Action(enum.Enum):
+class Action(_Table):
     """What to do with a request."""
 
     REPLAY = "replay"  # play the next unplayed matching exchange
@@ -77,7 +85,7 @@ class Action(enum.Enum):
     MISS = "miss"  # raise CassetteMiss
 
 
-class Refusal(enum.Enum):
+class Refusal(_Table):
     """Whether the caller may record a request, and if not, why."""
 
     NONE = "yes"

@@ -127,15 +127,21 @@ _LIBRARIES: dict[str, HttpLibrary] = {}
 
 def library_of(request: Any) -> HttpLibrary:
     """The library a request object belongs to ("httpx" or "httpx2")."""
-    name = type(request).__module__.partition(".")[0]
-    library = _LIBRARIES.get(name)
+    library = _BY_TYPE.get(type(request))
     if library is None:
-        if name not in ("httpx", "httpx2"):
-            raise TypeError(
-                f"RecordingTransport serves httpx and httpx2 requests, not {type(request)!r}"
-            )
-        library = _LIBRARIES[name] = _load(name)
+        name = type(request).__module__.partition(".")[0]
+        library = _LIBRARIES.get(name)
+        if library is None:
+            if name not in ("httpx", "httpx2"):
+                raise TypeError(
+                    f"RecordingTransport serves httpx and httpx2 requests, not {type(request)!r}"
+                )
+            library = _LIBRARIES[name] = _load(name)
+        _BY_TYPE[type(request)] = library
     return library
+
+
+_BY_TYPE: dict[type, HttpLibrary] = {}  # asked for every request: one lookup by its type
 
 
 class DefaultOuter:

@@ -229,13 +229,16 @@ class MatchRules:
     _ordinary: dict[Headers, Headers] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    # The rules key a session's indexes and are looked up on every request: hash them once.
+    # The rules key a session's indexes and are looked up on every request: hash them once,
+    # and say once whether `rules` has anything to apply (asked three times per key).
     _hash: int = field(default=0, init=False, repr=False, compare=False)
+    _has_rules: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules))
         )
+        object.__setattr__(self, "_has_rules", bool(self.rules))
 
     def __hash__(self) -> int:
         return self._hash
@@ -276,15 +279,12 @@ class MatchRules:
 
     def url(self, url: str) -> str:
         """The URL as compared: canonical, secrets redacted, then the rules applied."""
-        return self._url(canonical_url(url, self.secret_query))
-
-    def _url(self, url: str) -> str:
-        # `url` is canonical already.
-        return self.rules.match_url(url) if self.rules else url
+        url = canonical_url(url, self.secret_query)
+        return self.rules.match_url(url) if self._has_rules else url
 
     def body(self, headers: Headers, body: bytes) -> bytes:
         """The body as compared (see `normalized_body`), after the rules."""
-        if self.rules:
+        if self._has_rules:
             body = self.rules.match_body(headers, body)
         return normalized_body(headers, body)
 
@@ -293,12 +293,16 @@ class MatchRules:
         return self._key(method, canonical_url(url, self.secret_query), headers, body)
 
     def _key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        # `url` is canonical already.
-        if self.rules:
+        # `url` is canonical already.  The common case (no rules, no body) costs no calls.
+        if self._has_rules:
             headers = self.rules.scrub_request_headers(headers)
-        compared = self.body(headers, body)
+            url = self.rules.match_url(url)
+        compared = self.body(headers, body) if body or self._has_rules else body
         digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
-        return (method.upper(), self._url(url), self.ordinary_headers(headers), digest)
+        ordinary = self._ordinary.get(headers) if type(headers) is tuple else None
+        if ordinary is None:
+            ordinary = self.ordinary_headers(headers)
+        return (method.upper(), url, ordinary, digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
         # A request's URL is canonical by construction (see `RequestData`).

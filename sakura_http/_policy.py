@@ -162,6 +162,8 @@ def shown_header_value(name: str, value: str, secret_headers: Collection[str] = 
 
 def drop_secret_headers(headers: Headers, secret_headers: frozenset[str]) -> Headers:
     """The request headers as written to disk: declared secrets left out entirely."""
+    if not secret_headers:
+        return headers
     return tuple((name, value) for name, value in headers if name not in secret_headers)
 
 
@@ -377,9 +379,9 @@ class Redactor:
 
     def response_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Response headers as written: `set-cookie` redacted, echoed secrets replaced."""
+        text = self.text if self._needles is not None else str  # nothing to search for
         return tuple(
-            (name, REDACTED if name == "set-cookie" else self.text(value))
-            for name, value in headers
+            (name, REDACTED if name == "set-cookie" else text(value)) for name, value in headers
         )
 
     def request(self, request: RequestData) -> RequestData:

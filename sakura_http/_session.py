@@ -343,12 +343,13 @@ class CassetteUser:
     def check_request(self, request: RequestData) -> None:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
+        headers = request.headers
+        if headers in self._checked_headers and len(request.body) <= config.max_body_bytes:
+            return  # the same headers passed before, and the body is within its limit
         with advised(config.advice):
-            headers = request.headers
-            if headers not in self._checked_headers:
-                refuse_credentials(headers, config.secret_headers, config.allow_headers)
-                if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
-                    self._checked_headers.add(headers)
+            refuse_credentials(headers, config.secret_headers, config.allow_headers)
+            if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
+                self._checked_headers.add(headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
@@ -366,8 +367,9 @@ class CassetteUser:
         successive recorded exchanges.
         """
         refusal = self._refusal(request)
-        # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
-        request = self.secrets.redactor(request.headers).request(request)
+        if self.config.secret_headers:
+            # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
+            request = self.secrets.redactor(request.headers).request(request)
         plan = self.session.plan(request, self.config, self.rules, refusal)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
@@ -590,13 +592,19 @@ class ResponseRecorder:
             and len(self._timings) == len(chunks)
         )
         written = redactor.request(request)
+        live_headers = self._stored_headers(len(live_body), truncated)
+        stored_headers = (
+            live_headers
+            if len(body) == len(live_body)
+            else self._stored_headers(len(body), truncated)
+        )
         stored = Exchange(
             method=request.method,
             url=written.url,
             headers=drop_secret_headers(written.headers, self._secrets),
             body=written.body,
             status=self._status,
-            response_headers=redactor.response_headers(self._stored_headers(len(body), truncated)),
+            response_headers=redactor.response_headers(stored_headers),
             response_header_charset=self._charset,
             response_body=body,
             chunks=chunks if len(chunks) > 1 else None,
@@ -609,7 +617,7 @@ class ResponseRecorder:
             headers=request.headers,
             body=request.body,
             status=self._status,
-            response_headers=self._stored_headers(len(live_body), truncated),
+            response_headers=live_headers,
             response_header_charset=self._charset,
             response_body=live_body,
             chunks=live_chunks if len(live_chunks) > 1 else None,

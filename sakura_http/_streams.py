@@ -98,6 +98,10 @@ class ReplayStream:
             yield piece
 
     def __aiter__(self) -> AsyncIterator[bytes]:
+        if self._offsets is None:
+            whole = self._whole()
+            if whole is not None:
+                return _AsyncWhole(whole)
         return _AsyncReplay(self._pieces())
 
     def close(self) -> None:
@@ -105,6 +109,25 @@ class ReplayStream:
 
     async def aclose(self) -> None:
         pass
+
+
+class _AsyncWhole:
+    """Async iteration of a body that is one chunk (or none): nothing to wait for, no checkpoint
+    (see `_AsyncReplay`), so the cheapest async iterator there is."""
+
+    __slots__ = ("_pieces",)
+
+    def __init__(self, pieces: tuple[bytes, ...]) -> None:
+        self._pieces = pieces
+
+    def __aiter__(self) -> _AsyncWhole:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if not self._pieces:
+            raise StopAsyncIteration
+        (piece,), self._pieces = self._pieces, ()
+        return piece
 
 
 class _AsyncReplay:

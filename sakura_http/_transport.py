@@ -246,8 +246,9 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 request=request,
                 extensions=response.extensions,
             )
+        read = _Read(response)  # one step object for every chunk
         try:
-            while (raw := (yield _Read(response))) is not None:
+            while (raw := (yield read)) is not None:
                 recorder.feed(raw)
             exchange = recorder.finish()
         finally:

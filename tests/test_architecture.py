@@ -63,3 +63,18 @@ def test_importing_the_package_and_plugin_imports_no_optional_dependency() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_importing_the_package_and_plugin_imports_nothing_a_first_request_does_not_need() -> None:
+    # On top of httpx and pytest (which every user has loaded), only orjson: anyio waits for
+    # the first async request, difflib for the first miss, importlib.metadata for __version__.
+    code = (
+        "import sys, httpx, pytest\n"
+        "before = set(sys.modules)\n"
+        "import sakura_http, sakura_http.pytest_plugin\n"
+        "print(sorted(m for m in set(sys.modules) - before if not m.startswith('sakura_http')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
+    ).stdout
+    assert set(ast.literal_eval(out.strip())) <= {"orjson", "orjson.orjson"}

@@ -190,3 +190,33 @@ def test_forward_mode_routes_a_subprocess_through_env(
     upstream.requests.clear()
     project.runpytest().assert_outcomes(passed=1)
     assert upstream.requests == []
+
+
+BOTH = """
+import os
+import httpx
+import pytest
+from tool_client import fetch
+
+@pytest.mark.cassette("both.jsonl", upstream="{upstream}", shutdown_timeout=5.0)
+def test_tool_and_client(sakura_proxy, sakura_transport):
+    env = {{**os.environ, **sakura_proxy.env()}}
+    assert fetch(sakura_proxy.url + "/v1/items?page=1", env).startswith("200 ")
+    with httpx.Client(transport=sakura_transport) as client:
+        assert client.get("{upstream}/v1/items?page=2").status_code == 200
+"""
+
+
+def test_the_proxy_marker_keywords_leave_the_transport_fixture_alone(
+    project: pytest.Pytester, upstream: Upstream
+) -> None:
+    # `upstream` and `shutdown_timeout` configure the proxy: the transport of the same test,
+    # on the same cassette, must not be handed them.
+    write_test(project, BOTH.format(upstream=upstream.url))
+    result = project.runpytest("--record")
+    result.assert_outcomes(passed=1)
+    result = project.runpytest()
+    result.assert_outcomes(passed=1)
+    cassette = project.path / "tests" / "fixtures" / "both.jsonl"
+    urls = [json.loads(line)["url"] for line in cassette.read_text().splitlines()[1:]]
+    assert sorted(urls) == [f"{upstream.url}/v1/items?page=1", f"{upstream.url}/v1/items?page=2"]

@@ -42,6 +42,7 @@ from .._transport import RecordingTransport
 from ._guard import NetworkGuard
 
 __all__ = [
+    "PROXY_OPTIONS",
     "CassetteFactory",
     "DefaultOuter",
     "NetworkBlocked",
@@ -71,8 +72,10 @@ _MARKER = (
     "sakura_openai (and their async twins); for sakura_proxy, also upstream, ca_dir, verify, "
     "listen and shutdown_timeout (see sakura_http.proxy.serve)."
 )
-#: Marker keywords for the SDK fixtures and patch_clients, not for the RecordingTransport.
-_FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai")
+#: Marker keywords that configure the proxy of ``sakura_proxy`` rather than the cassette.
+PROXY_OPTIONS = ("upstream", "listen", "ca_dir", "verify", "shutdown_timeout")
+#: Marker keywords for the SDK fixtures, patch_clients and the proxy, not for the transport.
+_FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai", *PROXY_OPTIONS)
 
 
 class PytestAdvice(Advice):
@@ -613,8 +616,8 @@ def sakura_recording(
 
 def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str, Any]]:
     """The cassette name and transport options of the test's ``cassette`` marker (the default
-    name without the marker); ``expect_errors`` (read at teardown) and the SDK fixtures' and
-    patch_clients' keywords are left out."""
+    name without the marker); ``expect_errors`` (read at teardown) and the keywords of the SDK
+    fixtures, patch_clients and the proxy (`PROXY_OPTIONS`) are left out."""
     marker = item.get_closest_marker("cassette")
     args: tuple[Any, ...] = marker.args if marker is not None else ()
     options: dict[str, Any] = dict(marker.kwargs) if marker is not None else {}

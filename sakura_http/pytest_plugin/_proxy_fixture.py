@@ -16,15 +16,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import CassetteFactory, marker_cassette
+from . import PROXY_OPTIONS, CassetteFactory, marker_cassette
 
 if TYPE_CHECKING:
     from ..proxy import Proxy
 
 __all__ = ["PROXY_OPTIONS", "sakura_proxy"]
-
-#: Marker keywords that configure the proxy itself rather than the cassette.
-PROXY_OPTIONS = ("upstream", "listen", "ca_dir", "verify", "shutdown_timeout")
 
 
 @pytest.fixture
@@ -42,7 +39,9 @@ def sakura_proxy(request: pytest.FixtureRequest, sakura_recording: CassetteFacto
     assert isinstance(item, pytest.Item)
     name, options = marker_cassette(item)
     assert_all_played = bool(options.pop("assert_all_played", False))
-    own = {key: options.pop(key) for key in PROXY_OPTIONS if key in options}
+    marker = item.get_closest_marker("cassette")
+    given = marker.kwargs if marker is not None else {}
+    own = {key: given[key] for key in PROXY_OPTIONS if key in given}
     path, config = sakura_recording.config(name, **options)
     proxy = start(path, config=config, environ={}, **own)
     sakura_recording.track(proxy, assert_all_played=assert_all_played)
