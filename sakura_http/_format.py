@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
-import operator
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 import orjson
 
 from ._exceptions import CassetteFormatError
+
+if TYPE_CHECKING:
+    from ._format_fast import Line
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -425,109 +425,6 @@ def _exchange(obj: Any) -> Exchange:
     )
 
 
-# --- the fast path of loading -------------------------------------------------------------
-
-#: An integer msgspec holds as orjson does: orjson reads one beyond 64 bits as a float, which
-#: `_exchange` refuses as a chunk size, so the fast path leaves any beyond 63 bits to it.
-_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
-
-
-class _Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """The common shape of an exchange line, type-checked by msgspec as it decodes, in C.
-
-    It accepts exactly what `_exchange` accepts for lines of this shape, and decodes them alike
-    (tests/test_format.py checks the two agree on any spelling of a line); anything else -- a
-    fault, a base64 body, a header charset, an unknown field, any wrong value or JSON -- fails
-    to decode and goes through `_exchange`, which names the problem.  `UNSET` (not None) marks
-    an absent `chunks` or `timings_ms`, so that a null one is refused, as `_exchange` refuses it.
-    (No field is left undecoded as `msgspec.Raw`: msgspec does not check the UTF-8 of what it
-    skips, and a key given twice would let the first value through unchecked.)
-    """
-
-    method: str
-    url: str
-    headers: Headers
-    body: str
-    status: Annotated[int, msgspec.Meta(ge=100, le=999)]
-    response_headers: Headers
-    response_body: str
-    id: str | None = None
-    chunks: tuple[_Count, ...] | msgspec.UnsetType = msgspec.UNSET
-    truncated: bool = False
-    timings_ms: tuple[_Count | Annotated[float, msgspec.Meta(ge=0)], ...] | msgspec.UnsetType = (
-        msgspec.UNSET
-    )
-
-
-_decode_line = msgspec.json.Decoder(_Line).decode
-
-
-def _lower(pairs: Headers) -> Headers:
-    """`pairs` with lower-case names: as they are when they already are (they are as written)."""
-    names = "".join(map(_name, pairs))
-    # Lowering is per character (a final sigma's context only decides what a capital becomes):
-    # the names together are unchanged exactly when each is.
-    if names == names.lower():
-        return pairs
-    return tuple([(name.lower(), value) for name, value in pairs])
-
-
-_name = operator.itemgetter(0)
-
-
-def _from_line(line: _Line, shared: dict[Headers, Headers]) -> Exchange:
-    """The exchange of a line `_decode_line` accepted; raises `_Bad` where `_exchange` would.
-
-    A client sends the same request headers again and again: `shared` keeps one tuple of each,
-    so the cassette holds one copy and matching computes each tuple's match headers once."""
-    headers = shared.get(line.headers)
-    if headers is None:
-        headers = shared[line.headers] = _lower(line.headers)
-    payload = line.response_body.encode()
-    chunks = timings = None
-    if line.chunks is not msgspec.UNSET:
-        chunks = line.chunks
-        _check_chunks(chunks, payload)
-    if line.timings_ms is not msgspec.UNSET:
-        timings = line.timings_ms
-        _check_timings(timings, chunks)
-    exchange = _new(Exchange)
-    _set_method(exchange, line.method)
-    _set_url(exchange, line.url)
-    _set_headers(exchange, headers)
-    _set_body(exchange, line.body.encode())
-    _set_status(exchange, line.status)
-    _set_response_headers(exchange, _lower(line.response_headers))
-    _set_response_body(exchange, payload)
-    _set_error(exchange, None)
-    _set_id(exchange, line.id)
-    _set_chunks(exchange, chunks)
-    _set_truncated(exchange, line.truncated)
-    _set_timings_ms(exchange, timings)
-    _set_response_header_charset(exchange, "utf-8")
-    _set_extra(exchange, {})
-    return exchange
-
-
-_new = object.__new__
-(
-    _set_method,
-    _set_url,
-    _set_headers,
-    _set_body,
-    _set_status,
-    _set_response_headers,
-    _set_response_body,
-    _set_error,
-    _set_id,
-    _set_chunks,
-    _set_truncated,
-    _set_timings_ms,
-    _set_response_header_charset,
-    _set_extra,
-) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
-
-
 def _line_error(path: str | os.PathLike[str], number: int, exc: _Bad) -> CassetteFormatError:
     return CassetteFormatError(path, number, f"{exc}; fix the line or {RERECORD_HINT}")
 
@@ -554,9 +451,17 @@ class CassetteParser:
     last line without its newline (a torn write), as `iter_lines` does.
     """
 
-    __slots__ = ("_exchanges", "_header", "_number", "_numbers", "_path", "_pending", "_shared")
+    __slots__ = (
+        "_decode_line", "_exchanges", "_from_line", "_header", "_number", "_numbers", "_path",
+        "_pending", "_refused", "_shared",
+    )  # fmt: skip
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        from ._format_fast import DecodeError, decode_line, from_line  # msgspec, when needed
+
+        self._decode_line = decode_line
+        self._from_line = from_line
+        self._refused = DecodeError
         self._path = path
         self._number = 0  # lines seen whole
         self._pending: list[bytes | memoryview] = []  # a line whose newline has not come yet
@@ -605,24 +510,24 @@ class CassetteParser:
             header=self._header or {}, exchanges=self._exchanges, line_numbers=self._numbers
         )
 
-    def _decode(self, line: bytes | memoryview, number: int) -> _Line | Exchange | None:
+    def _decode(self, line: bytes | memoryview, number: int) -> Line | Exchange | None:
         """Check the header line (None), or decode an exchange line: a common one by msgspec
-        (to be finished by `_add`), any other or malformed one by the strict decoder, which
-        names its problem."""
+        (`_format_fast.decode_line`, finished by `_add`), any other or malformed one by the
+        strict decoder, which names its problem."""
         if self._header is None:
             self._header = decode_header(line, self._path, number)
             return None
         try:
-            return _decode_line(line)
-        except msgspec.DecodeError:  # an unusual or malformed line
+            return self._decode_line(line)
+        except self._refused:  # an unusual or malformed line
             return decode_exchange(line, self._path, number)
 
-    def _add(self, item: _Line | Exchange | None, number: int) -> None:
+    def _add(self, item: Line | Exchange | None, number: int) -> None:
         if item is None:
             return
-        if isinstance(item, _Line):
+        if not isinstance(item, Exchange):
             try:
-                item = _from_line(item, self._shared)
+                item = self._from_line(item, self._shared)
             except _Bad as exc:
                 raise _line_error(self._path, number, exc) from None
         self._exchanges.append(item)

@@ -1,0 +1,121 @@
+"""The fast path of loading a cassette: the common exchange line, decoded by msgspec.
+
+Part of `_format.py` (which owns the format), kept apart so that msgspec is imported when the
+first cassette is opened, not with the package.  `CassetteParser` decodes each exchange line with
+`decode_line` and finishes it with `from_line`; a line `decode_line` refuses goes to the strict
+decoder (`_format._exchange`), which names the problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Annotated
+
+import msgspec
+from msgspec import DecodeError
+
+from ._format import Exchange, Headers, _check_chunks, _check_timings
+
+__all__ = ["DecodeError", "Line", "decode_line", "from_line"]
+
+#: An integer msgspec holds as orjson does: orjson reads one beyond 64 bits as a float, which
+#: the strict decoder refuses as a chunk size, so the fast path leaves any beyond 63 bits to it.
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+
+
+class Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """The common shape of an exchange line, type-checked by msgspec as it decodes, in C.
+
+    It accepts exactly what the strict decoder (`_format._exchange`) accepts for lines of this
+    shape, and decodes them alike (tests/test_format.py checks the two agree on any spelling of
+    a line); anything else -- a fault, a base64 body, a header charset, an unknown field, any
+    wrong value or JSON -- fails to decode and goes to the strict decoder, which names the
+    problem.  `UNSET` (not None) marks an absent `chunks` or `timings_ms`, so that a null one is
+    refused, as the strict decoder refuses it.  (No field is left undecoded as `msgspec.Raw`:
+    msgspec does not check the UTF-8 of what it skips, and a key given twice would let the
+    first value through unchecked.)
+    """
+
+    method: str
+    url: str
+    headers: Headers
+    body: str
+    status: Annotated[int, msgspec.Meta(ge=100, le=999)]
+    response_headers: Headers
+    response_body: str
+    id: str | None = None
+    chunks: tuple[Count, ...] | msgspec.UnsetType = msgspec.UNSET
+    truncated: bool = False
+    timings_ms: tuple[Count | Annotated[float, msgspec.Meta(ge=0)], ...] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
+
+
+decode_line = msgspec.json.Decoder(Line).decode
+
+
+def _lower(pairs: Headers) -> Headers:
+    """`pairs` with lower-case names: as they are when they already are (they are as written)."""
+    names = "".join(map(_name, pairs))
+    # Lowering is per character (a final sigma's context only decides what a capital becomes):
+    # the names together are unchanged exactly when each is.
+    if names == names.lower():
+        return pairs
+    return tuple([(name.lower(), value) for name, value in pairs])
+
+
+_name = operator.itemgetter(0)
+
+
+def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
+    """The exchange of a line `decode_line` accepted; raises `_Bad` where `_format._exchange` would.
+
+    A client sends the same request headers again and again: `shared` keeps one tuple of each,
+    so the cassette holds one copy and matching computes each tuple's match headers once."""
+    headers = shared.get(line.headers)
+    if headers is None:
+        headers = shared[line.headers] = _lower(line.headers)
+    payload = line.response_body.encode()
+    chunks = timings = None
+    if line.chunks is not msgspec.UNSET:
+        chunks = line.chunks
+        _check_chunks(chunks, payload)
+    if line.timings_ms is not msgspec.UNSET:
+        timings = line.timings_ms
+        _check_timings(timings, chunks)
+    exchange = _new(Exchange)
+    _set_method(exchange, line.method)
+    _set_url(exchange, line.url)
+    _set_headers(exchange, headers)
+    _set_body(exchange, line.body.encode())
+    _set_status(exchange, line.status)
+    _set_response_headers(exchange, _lower(line.response_headers))
+    _set_response_body(exchange, payload)
+    _set_error(exchange, None)
+    _set_id(exchange, line.id)
+    _set_chunks(exchange, chunks)
+    _set_truncated(exchange, line.truncated)
+    _set_timings_ms(exchange, timings)
+    _set_response_header_charset(exchange, "utf-8")
+    _set_extra(exchange, {})
+    return exchange
+
+
+_new = object.__new__
+(
+    _set_method,
+    _set_url,
+    _set_headers,
+    _set_body,
+    _set_status,
+    _set_response_headers,
+    _set_response_body,
+    _set_error,
+    _set_id,
+    _set_chunks,
+    _set_truncated,
+    _set_timings_ms,
+    _set_response_header_charset,
+    _set_extra,
+) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
