@@ -635,8 +635,10 @@ def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str
 
 def fail_if_unused(transport: RecordingTransport, fixture: str) -> None:
     """Fail the test if `transport` saw no request while its cassette does not exist: the
-    client under test was most likely never given it, and ran live."""
-    if transport.raised or transport.appended or os.path.exists(transport.path):
+    client under test was most likely never given it, and ran live.  Requests sent on to
+    `passthrough_hosts` count: they went through the transport, and are never written."""
+    used = transport.raised or transport.appended or transport.passed_through
+    if used or os.path.exists(transport.path):
         return
     pytest.fail(
         f"{fixture}: no request went through the transport of {transport.path}, and that "
