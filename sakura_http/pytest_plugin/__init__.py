@@ -136,6 +136,7 @@ class _State:
     secret_headers: tuple[str, ...]
     allow_headers: tuple[str, ...]
     block_network: bool
+    patch_clients: bool  # sakura_patch_clients: every test's clients use its cassette
     fixtures_option: Path | None
     rootpath: Path
     written: dict[str, _Written] = field(default_factory=dict)
@@ -244,6 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
         secret_headers=tuple(h.strip() for h in config.getini("sakura_secret_headers")),
         allow_headers=tuple(h.strip() for h in config.getini("sakura_allow_headers")),
         block_network=bool(config.getini("sakura_block_network")),
+        patch_clients=bool(config.getini("sakura_patch_clients")),
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
     )
@@ -669,8 +671,10 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     """The network guard, for tests that use sakura-http (or all, with sakura_block_network)."""
     state = _state(request.config)
     item = request.node
-    uses_sakura = item.get_closest_marker("cassette") is not None or bool(
-        _SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    uses_sakura = (
+        item.get_closest_marker("cassette") is not None
+        or state.patch_clients  # every test replays through its cassette
+        or bool(_SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
     )
     if not (uses_sakura or state.block_network):
         yield
