@@ -265,8 +265,9 @@ class CassetteSession:
             nearest=nearest,
         )
 
-    def commit(self, exchange: Exchange) -> None:
-        """Append `exchange` to the cassette (one locked write) and index it as played."""
+    def commit(self, exchange: Exchange, known: tuple[MatchRules, MatchKey] | None = None) -> None:
+        """Append `exchange` to the cassette (one locked write) and index it as played; `known`
+        is its key under one set of rules, when the caller has it."""
         line = encode_exchange(exchange)
         with self._lock:
             if self.mode is RecordMode.ALL:
@@ -278,9 +279,10 @@ class CassetteSession:
             self.exchanges.append(exchange)
             self._played.add(id(exchange))
             for rules, index in self._indexes.items():
-                index.setdefault(rules.key_of_exchange(exchange), _Slot()).exchanges.append(
-                    exchange
-                )
+                key = known[1] if known is not None and known[0] == rules else None
+                if key is None:
+                    key = rules.key_of_exchange(exchange)
+                index.setdefault(key, _Slot()).exchanges.append(exchange)
             self.appended += 1
 
     def unplayed(self) -> list[Exchange]:
@@ -470,7 +472,11 @@ class CassetteUser:
         None (a `before_record` hook declined it) appends nothing."""
         if exchange is None:
             return
-        self.session.commit(exchange)
+        # Without rules (no scrub, no hook) and secrets, the exchange is written as the request
+        # was planned: its key under this user's rules is the plan's, not computed again.
+        config = self.config
+        known = None if config.rules or config.secret_headers else (self.rules, plan.key)
+        self.session.commit(exchange, known)
         self.appended += 1
 
     def close(self, *, failed: bool = False) -> None:

@@ -143,6 +143,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._closed = False
         #: Every `CassetteError` this transport raised, in order, even if the caller caught it.
         self.raised: list[CassetteError] = []
+        #: How many requests went to `passthrough_hosts` (sent on, never matched or written).
+        self.passed_through = 0
 
     # --- public state ----------------------------------------------------------------------
 
@@ -266,6 +268,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     def handle_request(self, request: Any) -> Any:
         library = library_of(request)
         if self._user.has_passthrough and self._user.is_passthrough(*library.host_port(request)):
+            self.passed_through += 1
             return self._outer_for("handle_request", request)(request)
         self._check_open()
         try:
@@ -330,6 +333,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: Any) -> Any:
         library = library_of(request)
         if self._user.has_passthrough and self._user.is_passthrough(*library.host_port(request)):
+            self.passed_through += 1
             return await self._outer_for("handle_async_request", request)(request)
         self._check_open()
         try:

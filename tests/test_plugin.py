@@ -178,6 +178,30 @@ def test_not_asked(sakura_transport):
     )
 
 
+def test_a_transport_whose_requests_all_passed_through_was_used(
+    project: pytest.Pytester,
+) -> None:
+    # Requests to passthrough_hosts reach the server and are never written, so no cassette
+    # file appears; the transport was still given to the client, and the test passes.
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+import pytest
+
+@pytest.mark.cassette(passthrough_hosts=["127.0.0.1"])
+def test_passthrough_only(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        assert client.get("{server.url}/health").status_code == 200
+""",
+        )
+        result = project.runpytest()
+        result.assert_outcomes(passed=1)
+        assert len(server.requests) == 1
+    assert not (project.path / "tests" / "fixtures" / "test_app").exists()
+
+
 def test_record_appends_then_replays_offline(project: pytest.Pytester) -> None:
     with start_echo_server() as server:
         write_test(

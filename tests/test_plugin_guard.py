@@ -164,6 +164,26 @@ def test_plain():
     assert read(sentinels) == []
 
 
+def test_patch_clients_in_the_ini_guards_every_test(
+    pytester: pytest.Pytester, sentinels: Path
+) -> None:
+    # Every test's clients go through its cassette, so every test runs offline: what is not an
+    # httpx client (a raw socket here) is refused as with the marker.
+    pytester.makeini("[pytest]\nfilterwarnings = error\nsakura_patch_clients = true\n")
+    pytester.makepyfile(
+        test_plain="""
+import socket
+
+def test_plain():
+    socket.getaddrinfo("api.example.invalid", 443)
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*blocked resolving api.example.invalid:443*"])
+    assert read(sentinels) == []
+
+
 def test_record_hosts_are_let_through_while_recording(
     pytester: pytest.Pytester, sentinels: Path
 ) -> None:

@@ -7,22 +7,30 @@ upstream of `tests.proxy_support`.  Cassettes recorded through the proxy and in-
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio.abc
 import httpx
 import httpx_sse
 import pytest
+from anyio.streams.stapled import MultiListener
 
 from sakura_http import CassetteMiss, RecordingTransport
 from sakura_http.proxy import serve
-from sakura_http.proxy._server import client_headers, forwarded_headers, recorded_headers
+from sakura_http.proxy._server import (
+    ProxyServer,
+    client_headers,
+    forwarded_headers,
+    recorded_headers,
+)
 from tests.proxy_support import HANG_GUARD, Upstream, sse_events, start_upstream
 
 
@@ -415,6 +423,69 @@ def test_over_size_bodies_answer_502(tmp_path: Path, upstream: Upstream) -> None
     assert request_side.headers["connection"] == "close"
     _assert_error(response_side, "body-too-large", "response body over 1,000 bytes")
     assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_a_long_running_proxy_keeps_only_its_latest_errors(
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ProxyServer, "RAISED_KEPT", 3)
+    with serve(tmp_path / "empty.jsonl", upstream=upstream.url) as proxy, client(proxy.url) as http:
+        for page in range(5):
+            assert http.get(f"/v1/items?page={page}").status_code == 502  # misses: mode none
+        kept = list(proxy.raised)
+    assert [str(exc).split()[1] for exc in kept] == [
+        f"{upstream.url}/v1/items?page={page}" for page in (2, 3, 4)
+    ]
+
+
+class _ShortOfFiles(anyio.abc.Listener[anyio.abc.SocketStream]):
+    """A real listening socket whose first accepts fail as they do when the process has run
+    out of file descriptors (EMFILE); the connections wait in the backlog meanwhile."""
+
+    def __init__(self, inner: Any, failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+
+    async def serve(self, handler: Any, task_group: Any = None) -> None:
+        raise AssertionError("the proxy runs its own accept loop")
+
+    async def accept(self) -> anyio.abc.SocketStream:
+        if self.failures:
+            self.failures -= 1
+            raise OSError(errno.EMFILE, "Too many open files")
+        return await self.inner.accept()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    @property
+    def extra_attributes(self) -> Mapping[Any, Callable[[], Any]]:
+        return self.inner.extra_attributes
+
+
+def test_running_out_of_file_descriptors_delays_connections_but_never_stops_the_proxy(
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, caplog: Any
+) -> None:
+    real_listen = ProxyServer.listen
+
+    async def listen(host: str, port: int) -> anyio.abc.Listener[Any]:
+        listener = await real_listen(host, port)
+        assert isinstance(listener, MultiListener)
+        return MultiListener([_ShortOfFiles(one, failures=3) for one in listener.listeners])
+
+    monkeypatch.setattr(ProxyServer, "listen", staticmethod(listen))
+    cassette = tmp_path / "short.jsonl"
+    with (
+        caplog.at_level(logging.WARNING, logger="sakura_http.proxy"),
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+    ):
+        with client(proxy.url) as http:
+            assert http.get("/v1/items?page=1").status_code == 200
+        with client(proxy.url) as http:  # a new connection, accepted as usual
+            assert http.get("/v1/items?page=2").status_code == 200
+    assert len(exchanges(cassette)) == 2
+    shortages = [r for r in caplog.records if "cannot accept a connection" in r.getMessage()]
+    assert len(shortages) == 1  # one warning for the shortage, not one per retry
 
 
 def test_a_forbidden_recording_answers_502(tmp_path: Path, upstream: Upstream) -> None:

@@ -219,7 +219,8 @@ class Proxy:
 
     @property
     def raised(self) -> list[CassetteError]:
-        """Every `CassetteError` the proxy answered with a 502, in order."""
+        """The `CassetteError`s the proxy answered with a 502, in order (the last 1,000: a
+        proxy left running does not keep them all)."""
         return self._prepared.server.raised
 
     def unplayed(self) -> list[Exchange]:

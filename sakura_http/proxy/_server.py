@@ -24,6 +24,7 @@ recorded through the proxy byte-identical to one recorded in-process):
 from __future__ import annotations
 
 import contextlib
+import errno
 import http
 import logging
 import ssl
@@ -35,6 +36,7 @@ import anyio
 import anyio.abc
 import h11
 import httpx
+from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
 from .._exceptions import (
@@ -89,6 +91,11 @@ ERROR_NAMES: Mapping[type[BaseException], str] = {
 MAX_HEAD_BYTES = 64 * 1024
 _READ_SIZE = 65_536
 _LINGER_SECONDS = 2.0
+# Accepting fails for want of resources (file descriptors, memory) while many connections are
+# open: the proxy waits this long and accepts again, rather than stop serving everyone.  The
+# connection waiting in the listen backlog is accepted then.
+_ACCEPT_RETRY_SECONDS = 0.1
+_OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 _LINGER_BYTES = 16 * 1024 * 1024
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
@@ -275,6 +282,9 @@ class ProxyServer:
     owns `user` and closes it afterwards (``failed=True`` unless `run()` returned normally).
     """
 
+    #: How many of the errors it answered with a 502 the proxy keeps in `raised`.
+    RAISED_KEPT = 1000
+
     def __init__(
         self,
         user: CassetteUser,
@@ -297,7 +307,8 @@ class ProxyServer:
         self._idle: set[anyio.CancelScope] = set()
         self._active = 0
         self._outer: httpx.AsyncHTTPTransport | None = None
-        #: Every `CassetteError` answered with a 502, in order.
+        #: The `CassetteError`s answered with a 502, in order: the last `RAISED_KEPT` of them,
+        #: so a proxy left running for days does not grow without bound.
         self.raised: list[CassetteError] = []
 
     # --- lifecycle -----------------------------------------------------------------------------
@@ -371,9 +382,34 @@ class ProxyServer:
         *,
         task_status: anyio.abc.TaskStatus[anyio.CancelScope] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
+        # The accept loops are the proxy's own, not `Listener.serve()`, which gives up on the
+        # first failed accept: a proxy out of file descriptors must wait, not stop.
+        sockets = listener.listeners if isinstance(listener, MultiListener) else [listener]
         with anyio.CancelScope() as scope:
             task_status.started(scope)
-            await listener.serve(self._connection, task_group=connections)
+            async with anyio.create_task_group() as group:
+                for socket_listener in sockets:
+                    group.start_soon(self._accept_on, socket_listener, connections)
+
+    async def _accept_on(self, listener: Any, connections: anyio.abc.TaskGroup) -> None:
+        short = False  # log once per shortage, not once per retry
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _OUT_OF_RESOURCES:
+                    raise
+                if not short:
+                    logger.warning(
+                        "sakura-http proxy: cannot accept a connection (%s); accepting again "
+                        "as connections close",
+                        exc.strerror or exc,
+                    )
+                short = True
+                await anyio.sleep(_ACCEPT_RETRY_SECONDS)
+                continue
+            short = False
+            connections.start_soon(self._connection, stream)
 
     async def _connection(self, stream: anyio.abc.ByteStream) -> None:
         self._active += 1
@@ -455,6 +491,8 @@ class ProxyServer:
         """Answer 502 for `exc`, with its name and message, and log it."""
         if isinstance(exc, CassetteError):
             self.raised.append(exc)
+            if len(self.raised) > self.RAISED_KEPT:
+                del self.raised[: len(self.raised) - self.RAISED_KEPT]
         name = error_name(exc)
         text = str(exc) or type(exc).__name__
         if isinstance(exc, httpx.TransportError):

@@ -136,6 +136,7 @@ class _State:
     secret_headers: tuple[str, ...]
     allow_headers: tuple[str, ...]
     block_network: bool
+    patch_clients: bool  # sakura_patch_clients: every test's clients use its cassette
     fixtures_option: Path | None
     rootpath: Path
     written: dict[str, _Written] = field(default_factory=dict)
@@ -244,6 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
         secret_headers=tuple(h.strip() for h in config.getini("sakura_secret_headers")),
         allow_headers=tuple(h.strip() for h in config.getini("sakura_allow_headers")),
         block_network=bool(config.getini("sakura_block_network")),
+        patch_clients=bool(config.getini("sakura_patch_clients")),
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
     )
@@ -635,8 +637,10 @@ def marker_cassette(item: pytest.Item) -> tuple[str | os.PathLike[str], dict[str
 
 def fail_if_unused(transport: RecordingTransport, fixture: str) -> None:
     """Fail the test if `transport` saw no request while its cassette does not exist: the
-    client under test was most likely never given it, and ran live."""
-    if transport.raised or transport.appended or os.path.exists(transport.path):
+    client under test was most likely never given it, and ran live.  Requests sent on to
+    `passthrough_hosts` count: they went through the transport, and are never written."""
+    used = transport.raised or transport.appended or transport.passed_through
+    if used or os.path.exists(transport.path):
         return
     pytest.fail(
         f"{fixture}: no request went through the transport of {transport.path}, and that "
@@ -667,8 +671,10 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     """The network guard, for tests that use sakura-http (or all, with sakura_block_network)."""
     state = _state(request.config)
     item = request.node
-    uses_sakura = item.get_closest_marker("cassette") is not None or bool(
-        _SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ()))
+    uses_sakura = (
+        item.get_closest_marker("cassette") is not None
+        or state.patch_clients  # every test replays through its cassette
+        or bool(_SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
     )
     if not (uses_sakura or state.block_network):
         yield
