@@ -374,6 +374,38 @@ def test_common_lines_take_the_fast_path(line: bytes) -> None:
     _agree(line)
 
 
+def test_the_fast_path_builds_exchanges_as_their_constructor_does() -> None:
+    # `_format_fast.from_line` sets the slots of the frozen Exchange directly, skipping its
+    # dataclass __init__: every field must be set, to what Exchange(...) would hold.
+    import dataclasses
+
+    from sakura_http._format_fast import decode_line, from_line
+
+    assert not hasattr(Exchange, "__post_init__")  # nothing the direct path would skip
+    line = orjson.dumps({**_VALID, "id": "ex-9", "truncated": True})
+    built = from_line(decode_line(line), {})
+    expected = Exchange(
+        method="GET",
+        url="https://api.example.test/x",
+        headers=(("accept", "*/*"), ("x-case", "v")),
+        body=b"",
+        status=200,
+        response_headers=(("content-type", "text/plain"),),
+        response_body=b"abc",
+        error=None,
+        id="ex-9",
+        chunks=(1, 2),
+        truncated=True,
+        timings_ms=(0.5, 1),
+        response_header_charset="utf-8",
+        extra={},
+    )
+    for field in dataclasses.fields(Exchange):
+        assert getattr(built, field.name) == getattr(expected, field.name), field.name
+    assert built == expected
+    assert hash(built.headers) == hash(expected.headers)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [
