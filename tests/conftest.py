@@ -9,8 +9,11 @@ from types import ModuleType
 
 import pytest
 
+from tests import offline
 from tests.drive import Driver
 from tests.servers import LocalServer, start_echo_server
+
+offline.install()  # before any test: nothing in this process reaches beyond loopback
 
 LIBRARIES = ["httpx"] + (["httpx2"] if sys.version_info >= (3, 11) else [])
 # The anthropic and openai SDKs the LLM tests record need httpx2, so Python 3.11 or later.
@@ -26,6 +29,15 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 def lib(request: pytest.FixtureRequest) -> ModuleType:
     """The httpx library under test: httpx, and httpx2 where it is installable."""
     return importlib.import_module(request.param)
+
+
+@pytest.fixture(autouse=True)
+def _offline() -> Iterator[None]:
+    """Fail a test that tried to reach a host that is not reserved (it was refused anyway)."""
+    offline.ATTEMPTS.clear()
+    yield
+    unreserved = [host for host in offline.ATTEMPTS if not offline.is_reserved(host)]
+    assert not unreserved, f"the test tried to reach {unreserved}: use a reserved name"
 
 
 @pytest.fixture(autouse=True)

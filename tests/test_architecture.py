@@ -4,9 +4,12 @@ import only the engine (and each other's public API), never each other's private
 from __future__ import annotations
 
 import ast
+import socket
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "sakura_http"
@@ -78,3 +81,19 @@ def test_importing_the_package_and_plugin_imports_nothing_a_first_request_does_n
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
     ).stdout
     assert set(ast.literal_eval(out.strip())) <= {"orjson", "orjson.orjson"}
+
+
+def test_the_test_process_refuses_every_host_but_loopback() -> None:
+    # The sentinel tests/conftest.py installs under every guard (see tests/offline.py).
+    from tests import offline
+
+    offline.ATTEMPTS.clear()
+    with pytest.raises(socket.gaierror):
+        socket.getaddrinfo("api.example.test", 443)
+    with socket.socket() as sock, pytest.raises(ConnectionRefusedError):
+        sock.connect(("192.0.2.1", 443))
+    assert socket.getaddrinfo("127.0.0.1", 80)  # loopback passes
+    assert offline.ATTEMPTS == ["api.example.test", "192.0.2.1"]
+    assert all(offline.is_reserved(host) for host in offline.ATTEMPTS)
+    assert not offline.is_reserved("api.anthropic.com")
+    offline.ATTEMPTS.clear()
