@@ -163,6 +163,12 @@ def encode_exchange(exchange: Exchange) -> bytes:
         obj["status"] = exchange.status
         obj["response_headers"] = exchange.response_headers
         _put_body(obj, "response_body", exchange.response_body)
+        name = unspellable_name(exchange.response_headers)
+        if name is not None:
+            raise ValueError(
+                f"response header name {name!r} has a character outside Latin-1, which no HTTP "
+                "response can carry"
+            )
         if exchange.response_header_charset != "utf-8":
             if exchange.response_header_charset not in _CHARSETS:
                 raise ValueError(
@@ -340,6 +346,19 @@ def _numbers(
     return tuple(value)
 
 
+def unspellable_name(headers: Headers) -> str | None:
+    """The first header name with a character outside Latin-1 (None: there is none).  A replay
+    sends names as Latin-1 bytes (`header_bytes`), so no response may hold such a name."""
+    if "".join([name for name, _ in headers]).isascii():
+        return None
+    for name, _ in headers:
+        try:
+            name.encode("latin-1")
+        except UnicodeEncodeError:
+            return name
+    return None
+
+
 def _check_latin1(charset: Any, headers: Headers) -> None:
     if charset != "latin-1":
         raise _Bad(
@@ -353,6 +372,15 @@ def _check_latin1(charset: Any, headers: Headers) -> None:
                 f"response header {name!r} has a character outside Latin-1, which "
                 "'response_header_charset': 'latin-1' cannot spell"
             ) from None
+
+
+def _check_names(headers: Headers) -> None:
+    name = unspellable_name(headers)
+    if name is not None:
+        raise _Bad(
+            f"response header name {name!r} has a character outside Latin-1, which no HTTP "
+            "response can carry"
+        )
 
 
 def _check_chunks(chunks: tuple[int, ...], body: bytes) -> None:
@@ -391,6 +419,7 @@ def _exchange(obj: Any) -> Exchange:
         if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
             raise _Bad(f"field 'status' must be an HTTP status code, got {status!r}")
         response_headers = _headers(obj, "response_headers")
+        _check_names(response_headers)
         response_body = _body(obj, "response_body")
     charset = obj.get("response_header_charset", "utf-8")
     if charset != "utf-8":

@@ -15,7 +15,7 @@ from typing import Annotated
 import msgspec
 from msgspec import DecodeError
 
-from ._format import Exchange, Headers, _check_chunks, _check_timings
+from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings
 
 __all__ = ["DecodeError", "Line", "decode_line", "from_line"]
 
@@ -76,6 +76,8 @@ def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
     headers = shared.get(line.headers)
     if headers is None:
         headers = shared[line.headers] = _lower(line.headers)
+    response_headers = _lower(line.response_headers)
+    _check_names(response_headers)
     payload = line.response_body.encode()
     chunks = timings = None
     if line.chunks is not msgspec.UNSET:
@@ -90,7 +92,7 @@ def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
     _set_headers(exchange, headers)
     _set_body(exchange, line.body.encode())
     _set_status(exchange, line.status)
-    _set_response_headers(exchange, _lower(line.response_headers))
+    _set_response_headers(exchange, response_headers)
     _set_response_body(exchange, payload)
     _set_error(exchange, None)
     _set_id(exchange, line.id)

@@ -203,6 +203,23 @@ def test_latin1_charset_with_a_wider_character_names_the_header_and_line() -> No
         parse_cassette(HEADER + line, P)
 
 
+@pytest.mark.parametrize("charset", ["", ',"response_header_charset":"latin-1"'])
+def test_a_response_header_name_outside_latin1_names_the_line(charset: str) -> None:
+    # A replay sends header names as bytes: one no byte spells is a bad cassette, named at
+    # load, never a UnicodeEncodeError when the exchange is replayed.
+    line = (
+        '{"method":"GET","url":"u","headers":[],"body":"","status":200,'
+        f'"response_headers":[["x-\u03a3","1"]],"response_body":""{charset}}}\n'
+    ).encode()
+    with pytest.raises(CassetteFormatError, match=r":2: .*'x-\u03c3'.*outside Latin-1"):
+        parse_cassette(HEADER + line, P)
+
+
+def test_the_writer_refuses_a_header_name_it_could_not_replay() -> None:
+    with pytest.raises(ValueError, match="x-\u03c3"):
+        encode_exchange(Exchange("GET", "u", response_headers=(("x-\u03c3", "1"),)))
+
+
 def test_the_writer_refuses_a_latin1_exchange_it_could_not_read_back() -> None:
     exchange = Exchange(
         "GET", "u", response_headers=(("x-euro", "€"),), response_header_charset="latin-1"
