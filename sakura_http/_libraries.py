@@ -40,14 +40,14 @@ class HttpLibrary(NamedTuple):
     ) -> RequestData:
         """The library-neutral view of a request whose body has been read, its URL in the
         canonical form that is matched and written (`canonical_url`)."""
-        url = request.url
+        host, port = self.host_port(request)
         return RequestData(
             request.method,
-            canonical_url(str(url), secret_params),
+            canonical_url(str(request.url), secret_params),
             _request_headers(request.headers),
             request.content,
-            url.host,
-            url.port or _DEFAULT_PORTS.get(url.scheme),
+            host,
+            port,
         )
 
     def response_headers(self, response: Any) -> tuple[Headers, str]:

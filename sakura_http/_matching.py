@@ -299,10 +299,7 @@ class MatchRules:
             url = self.rules.match_url(url)
         compared = self.body(headers, body) if body or self._has_rules else body
         digest = hashlib.blake2b(compared, digest_size=16).digest() if compared else b""
-        ordinary = self._ordinary.get(headers) if type(headers) is tuple else None
-        if ordinary is None:
-            ordinary = self.ordinary_headers(headers)
-        return (method.upper(), url, ordinary, digest)
+        return (method.upper(), url, self.ordinary_headers(headers), digest)
 
     def key_of_request(self, request: RequestData) -> MatchKey:
         # A request's URL is canonical by construction (see `RequestData`).
