@@ -193,16 +193,22 @@ def measure_recording(run: Run) -> dict[str, str]:
     return recorded
 
 
-def measure_replay(run: Run, recorded: dict[str, str]) -> None:
-    """1. Replay overhead per request against the bare MockTransport, sync and async."""
-    n = run.sizes.replay_count
-    cassettes = {}
+def _scaled(run: Run, recorded: dict[str, str], n: int, name: str) -> dict[str, str]:
+    """Each tool's recorded cassette grown to `n` exchanges, in its own format: tool -> path."""
+    paths = {}
     for tool in run.tools():
-        dst = str(run.workdir / f"replay-{n}-{tool}{_ext(tool)}")
+        dst = str(run.workdir / f"{name}-{n}-{tool}{_ext(tool)}")
         run.measure(
             "scale", repeat=1, tool=tool, src=recorded[tool], dst=dst, count=n, base=run.base
         )
-        cassettes[tool] = dst
+        paths[tool] = dst
+    return paths
+
+
+def measure_replay(run: Run, recorded: dict[str, str]) -> None:
+    """1. Replay overhead per request against the bare MockTransport, sync and async."""
+    n = run.sizes.replay_count
+    cassettes = _scaled(run, recorded, n, "replay")
     cassettes["floor"] = cassettes["sakura-http"]
     for asynchronous in (False, True):
         flavour = "async (asyncio)" if asynchronous else "sync"
@@ -266,13 +272,7 @@ def measure_size(run: Run, recorded: dict[str, str]) -> None:
 def measure_load(run: Run, recorded: dict[str, str]) -> None:
     """3. Open a large cassette, and a one-exchange cassette with a large body."""
     n = run.sizes.load_count
-    paths = {}
-    for tool in run.tools():
-        dst = str(run.workdir / f"load-{n}-{tool}{_ext(tool)}")
-        run.measure(
-            "scale", repeat=1, tool=tool, src=recorded[tool], dst=dst, count=n, base=run.base
-        )
-        paths[tool] = dst
+    paths = _scaled(run, recorded, n, "load")
     if "vcrpy" in paths:  # vcrpy's JSON serializer too
         dst = str(run.workdir / f"load-{n}-vcrpy.json")
         src = str(run.workdir / "recorded-vcrpy-json.json")

@@ -147,29 +147,19 @@ def test_guard_refuses_everything_but_loopback(pytester: pytest.Pytester, sentin
     assert read(sentinels) == ["getaddrinfo unguarded.example.invalid"]
 
 
-def test_block_network_guards_every_test(pytester: pytest.Pytester, sentinels: Path) -> None:
-    pytester.makeini("[pytest]\nfilterwarnings = error\nsakura_block_network = true\n")
-    pytester.makepyfile(
-        test_plain="""
-import socket
-
-def test_plain():
-    socket.getaddrinfo("api.example.invalid", 443)
-"""
-    )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*blocked resolving api.example.invalid:443*"])
-    result.stdout.fnmatch_lines(["*runs with sakura_block_network*"])
-    assert read(sentinels) == []
-
-
-def test_patch_clients_in_the_ini_guards_every_test(
-    pytester: pytest.Pytester, sentinels: Path
+@pytest.mark.parametrize(
+    ("ini", "why"),
+    [
+        ("sakura_block_network = true", "runs with sakura_block_network"),
+        # Every test's clients go through its cassette, so every test runs offline: what is not
+        # an httpx client (a raw socket here) is refused as with the marker.
+        ("sakura_patch_clients = true", "uses sakura-http"),
+    ],
+)
+def test_an_ini_key_guards_every_test(
+    pytester: pytest.Pytester, sentinels: Path, ini: str, why: str
 ) -> None:
-    # Every test's clients go through its cassette, so every test runs offline: what is not an
-    # httpx client (a raw socket here) is refused as with the marker.
-    pytester.makeini("[pytest]\nfilterwarnings = error\nsakura_patch_clients = true\n")
+    pytester.makeini(f"[pytest]\nfilterwarnings = error\n{ini}\n")
     pytester.makepyfile(
         test_plain="""
 import socket
@@ -181,6 +171,7 @@ def test_plain():
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*blocked resolving api.example.invalid:443*"])
+    result.stdout.fnmatch_lines([f"*{why}*"])
     assert read(sentinels) == []
 
 
