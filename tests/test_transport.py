@@ -452,6 +452,26 @@ def test_undeclared_credential_headers_are_refused_before_sending(
     assert script.requests == []
 
 
+def test_a_header_list_that_passed_does_not_let_a_credential_through_later(
+    drive: Driver, tmp_path: Path
+) -> None:
+    # The check is remembered per header list: a list with a credential added is a new list,
+    # checked afresh, however many times the plain one passed; and a list refused once stays
+    # refused.
+    script = Script(drive, (200, {}))
+    path = write_cassette(tmp_path / "c.jsonl", ex("GET", URL))
+    transport = drive.transport(path, outer=script.outer, mode="new_episodes")
+    plain = {"accept": "*/*", "x-request-id": "1"}
+    for _ in range(3):
+        drive.send(transport, "GET", URL, headers=plain)
+    for _ in range(2):
+        with pytest.raises(CredentialHeaderError):
+            drive.send(transport, "GET", URL, headers={**plain, "x-api-key": "secret-value"})
+    drive.close(transport)
+    assert all("x-api-key" not in request.headers for request in script.requests)
+    assert b"secret-value" not in path.read_bytes()
+
+
 def test_declared_secrets_never_reach_the_file(drive: Driver, tmp_path: Path) -> None:
     token = "tok-SAKURA-secret-0123456789"
     path = tmp_path / "echo.jsonl"
