@@ -40,35 +40,29 @@ class HttpLibrary(NamedTuple):
     ) -> RequestData:
         """The library-neutral view of a request whose body has been read, its URL in the
         canonical form that is matched and written (`canonical_url`)."""
-        host, port = self.host_port(request)
-        return RequestData(
-            request.method,
-            canonical_url(str(request.url), secret_params),
-            _request_headers(request.headers),
-            request.content,
-            host,
-            port,
+        url, host, port = _url_view(request.url, secret_params)
+        # `tuple.__new__` builds the named tuple without its Python-level `__new__`.
+        return tuple.__new__(
+            RequestData,
+            (request.method, url, _request_headers(request.headers), request.content, host, port),
         )
 
     def response_headers(self, response: Any) -> tuple[Headers, str]:
         """A live response's headers as text and their charset, losslessly (see `header_text`)."""
         return header_text(response.headers.raw)
 
-    def response(self, exchange: Exchange, request: Any, stream: Any) -> Any:
-        """A response of this library carrying the recorded status and header bytes."""
+    def replay(self, exchange: Exchange, request: Any, chunk_size: int, latency: float) -> Any:
+        """Replay `exchange` for `request`: a response of this library carrying the recorded
+        status and header bytes, its body streamed, or the recorded fault raised."""
+        if exchange.error is not None:
+            raise self.fault(exchange.error, request)
         assert exchange.status is not None
         return self.module.Response(
             exchange.status,
             headers=header_bytes(exchange.response_headers, exchange.response_header_charset),
-            stream=stream,
+            stream=self.replay_stream(exchange, chunk_size, latency),
             request=request,
         )
-
-    def replay(self, exchange: Exchange, request: Any, chunk_size: int, latency: float) -> Any:
-        """Replay `exchange` for `request`: a streamed response, or the recorded fault raised."""
-        if exchange.error is not None:
-            raise self.fault(exchange.error, request)
-        return self.response(exchange, request, self.replay_stream(exchange, chunk_size, latency))
 
     def fault(self, fault: FaultInfo, request: Any) -> Exception:
         """The httpx exception a fault exchange names, bound to the live request."""
@@ -97,28 +91,63 @@ def _load(name: str) -> HttpLibrary:
     )
 
 
+def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | None]:
+    """An httpx URL's canonical form (`canonical_url`), host and port (as `host_port`).
+
+    Built from the parts httpx parsed the URL into, not from its text: httpx has already
+    lower-cased the scheme and host, written the host in ASCII, dropped a default port and
+    percent-encoded the path and query, so a URL with no escape, no secret query, no userinfo,
+    no fragment and no IPv6 host is its own canonical form, and its text is put together once
+    instead of being built by httpx and then parsed again.  Every other URL goes through
+    `canonical_url`.  (A property test holds both ways equal for any URL httpx accepts.)
+    """
+    try:
+        scheme, userinfo, host, port, path, query, fragment = url._uri_reference
+    except (AttributeError, ValueError):  # not the httpx URL this was written for
+        return (
+            canonical_url(str(url), secret_params),
+            url.host,
+            url.port or _DEFAULT_PORTS.get(url.scheme),
+        )
+    shown_host = url.host if host.startswith("xn--") else host  # httpx decodes an IDNA host
+    default_port = _DEFAULT_PORTS.get(scheme)
+    if userinfo or fragment is not None or ":" in host:
+        return canonical_url(str(url), secret_params), shown_host, port or default_port
+    text = f"{scheme}://{host}{path}" if port is None else f"{scheme}://{host}:{port}{path}"
+    if query is not None:
+        text = f"{text}?{query}"
+    if "%" in text or (query and secret_params):
+        text = canonical_url(text, secret_params)
+    return text, shown_host, port or default_port
+
+
 def _request_headers(headers: Any) -> Headers:
     """Request headers as text, as httpx presents them (`multi_items()`): ASCII when every byte
     is, which is what nearly every request sends, decoded here without httpx's per-call guess.
 
     A client sends the same header list over and over: each list's text is remembered (bounded),
     and the same tuple object is returned for it, so the checks and match keys memoized on it
-    downstream find it by identity."""
-    raw = tuple(headers.raw)
-    text = _HEADER_TEXT.get(raw)
+    downstream find it by identity.  The memo is keyed by the entries httpx keeps, (name,
+    lower-case name, value), which `Headers.raw` would copy into a new list first; headers that
+    do not keep them are asked for `raw`, (name, value)."""
+    try:
+        entries = tuple(headers._list)
+    except AttributeError:
+        entries = tuple(headers.raw)
+    text = _HEADER_TEXT.get(entries)
     if text is None:
         try:
             text = tuple(
-                [(name.decode("ascii").lower(), value.decode("ascii")) for name, value in raw]
+                [(entry[0].decode("ascii").lower(), entry[-1].decode("ascii")) for entry in entries]
             )
         except UnicodeDecodeError:
             text = tuple((name.lower(), value) for name, value in headers.multi_items())
         if len(_HEADER_TEXT) < _HEADER_TEXT_MEMO:
-            _HEADER_TEXT[raw] = text
+            _HEADER_TEXT[entries] = text
     return text
 
 
-_HEADER_TEXT: dict[tuple[tuple[bytes, bytes], ...], Headers] = {}
+_HEADER_TEXT: dict[tuple[tuple[bytes, ...], ...], Headers] = {}
 _HEADER_TEXT_MEMO = 4096
 
 

@@ -67,7 +67,8 @@ class _Slot:
 
 class Plan(NamedTuple):
     """What to do with one request: replay `exchange`, or record under `key`.  (A named tuple,
-    as `RequestData` is: one is made for every request.)"""
+    as `RequestData` is: one is made for every request, with `tuple.__new__`, which skips the
+    named tuple's own `__new__`, Python code that would cost as much again.)"""
 
     action: Action
     key: MatchKey
@@ -228,13 +229,13 @@ class CassetteSession:
                 exchange = slot.exchanges[slot.cursor]
                 self._played.add(id(exchange))
                 slot.cursor += 1
-                return Plan(action, key, exchange)
+                return tuple.__new__(Plan, (action, key, exchange))  # see `Plan`
             if action is Action.REPEAT:
                 assert slot is not None
-                return Plan(action, key, slot.exchanges[-1])
+                return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
         if action is Action.MISS:
             raise self._miss(request, slot, rules, config.advice)
-        return Plan(action, key)
+        return tuple.__new__(Plan, (action, key, None))
 
     def _miss(
         self, request: RequestData, slot: _Slot | None, rules: MatchRules, advice: Advice
@@ -323,6 +324,9 @@ class CassetteUser:
         self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
+        # Whether a request may be recorded depends on its host only under `record_hosts`.
+        self._refusal_varies = can_record and self._record_hosts is not None
+        self._fixed_refusal = Refusal.NONE if can_record else Refusal.NO_OUTER
         #: Whether any host is passed through (when none is, a front end need not ask).
         self.has_passthrough = bool(self._passthrough)
         self.appended = 0
@@ -355,8 +359,7 @@ class CassetteUser:
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
-        if not self.can_record:
-            return Refusal.NO_OUTER
+        """Why this user may not record `request`, if it may not (`Refusal.NONE` if it may)."""
         hosts = self._record_hosts
         if hosts is not None and (request.host, request.port) not in hosts:
             return Refusal.HOST
@@ -368,7 +371,7 @@ class CassetteUser:
         A replayed exchange counts as played at once, so concurrent identical requests take
         successive recorded exchanges.
         """
-        refusal = self._refusal(request)
+        refusal = self._refusal(request) if self._refusal_varies else self._fixed_refusal
         if self.config.secret_headers:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
             request = self.secrets.redactor(request.headers).request(request)

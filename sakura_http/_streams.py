@@ -59,18 +59,15 @@ class ReplayStream:
         self._chunk_size = chunk_size
         timings = exchange.timings_ms if latency > 0 else None
         self._offsets = [t * latency / 1000 for t in timings] if timings else None
-
-    def _whole(self) -> tuple[bytes, ...] | None:
-        """The body as its only chunk, when it is one (or none): no slicing, no copy."""
-        exchange = self._exchange
-        if exchange.chunks is None and len(exchange.response_body) <= self._chunk_size:
-            return (exchange.response_body,) if exchange.response_body else ()
-        return None
+        # The body as its only chunk, when it is one (or none): no slicing, no copy.
+        body = exchange.response_body
+        self._whole: tuple[bytes, ...] | None = None
+        if exchange.chunks is None and len(body) <= chunk_size:
+            self._whole = (body,) if body else ()
 
     def _pieces(self) -> Iterator[tuple[float | None, bytes]]:
-        whole = self._whole()
-        if whole is not None:
-            for piece in whole:
+        if self._whole is not None:
+            for piece in self._whole:
                 yield None, piece
             return
         body = memoryview(self._exchange.response_body)
@@ -82,10 +79,8 @@ class ReplayStream:
             position += size
 
     def __iter__(self) -> Iterator[bytes]:
-        if self._offsets is None:
-            whole = self._whole()
-            if whole is not None:
-                return iter(whole)
+        if self._offsets is None and self._whole is not None:
+            return iter(self._whole)
         return self._chunk_by_chunk()
 
     def _chunk_by_chunk(self) -> Iterator[bytes]:
@@ -98,10 +93,8 @@ class ReplayStream:
             yield piece
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        if self._offsets is None:
-            whole = self._whole()
-            if whole is not None:
-                return _AsyncWhole(whole)
+        if self._offsets is None and self._whole is not None:
+            return _AsyncWhole(self._whole)
         return _AsyncReplay(self._pieces())
 
     def close(self) -> None:

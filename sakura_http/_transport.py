@@ -177,9 +177,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     # --- the step sequence -------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"{self!r} is closed; build a new transport to send requests")
+    def _refuse_closed(self) -> None:
+        raise RuntimeError(f"{self!r} is closed; build a new transport to send requests")
 
     def _note_error(self, exc: BaseException) -> None:
         """Note a `CassetteError` the transport raised, in `raised`: both handlers do for what
@@ -212,7 +211,11 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         plan = self._user.plan(data)
         if plan.exchange is None:
             return data, plan, None
-        return data, plan, self._replay(library, plan.exchange, request)
+        config = self._config
+        replayed = library.replay(
+            plan.exchange, request, config.replay_chunk_size, config.replay_latency
+        )
+        return data, plan, replayed
 
     def _exchange_steps(
         self, library: HttpLibrary, request: Any, data: RequestData, plan: Plan, close: Any
@@ -270,7 +273,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if self._user.has_passthrough and self._user.is_passthrough(*library.host_port(request)):
             self.passed_through += 1
             return self._outer_for("handle_request", request)(request)
-        self._check_open()
+        if self._closed:
+            self._refuse_closed()
         try:
             request.read()
             data, plan, replayed = self._planned(library, request)
@@ -335,7 +339,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         if self._user.has_passthrough and self._user.is_passthrough(*library.host_port(request)):
             self.passed_through += 1
             return await self._outer_for("handle_async_request", request)(request)
-        self._check_open()
+        if self._closed:
+            self._refuse_closed()
         try:
             await request.aread()
             data, plan, replayed = self._planned(library, request)

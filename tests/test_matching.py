@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, canonical_url
 from sakura_http._format import Exchange
+from sakura_http._libraries import _request_headers, _url_view, library_of
 from sakura_http._matching import (
     DEFAULT_IGNORE_HEADERS,
     MatchRules,
@@ -96,6 +97,81 @@ def test_the_plain_url_shortcut_agrees_with_full_canonicalization(url: str) -> N
     # what the full canonicalization says, with and without secret query parameters.
     for secrets in (frozenset(), DEFAULT_SECRET_QUERY_PARAMS):
         assert canonical_url(url, secrets) == _canonical_url(url, secrets)
+
+
+_URL_TAILS = st.lists(
+    st.sampled_from(
+        ["a", "B", "0", ".", "-", ":", "80", "443", "8080", "/", "?", "&", "=", "%", "%7e",
+         "%2F", "%3c", "#", "@", "~", " ", "\t", "é", ";", "key", "Key", "token", "<", "\\"]
+    ),
+    max_size=14,
+).map("".join)  # fmt: skip
+_URL_HEADS = st.sampled_from(
+    ["http://h.example", "HTTPS://H.Example", "https://h.example:443", "http://h.example:8080",
+     "ws://h.example", "http://u:p@h.example", "http://127.0.0.1:9", "http://[::1]:8080",
+     "http://bücher.example", "http://xn--bcher-kva.example", "http://my_host.test"]
+)  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(head=_URL_HEADS, tail=_URL_TAILS)
+def test_a_request_url_built_from_its_parts_is_its_canonical_form(head: str, tail: str) -> None:
+    # The transport canonicalizes a request's URL from the parts httpx parsed it into, without
+    # building its text (`_url_view`): it must say exactly what `canonical_url` of the text
+    # says, and give the host and port `host_port` gives, for any URL httpx accepts.
+    try:
+        request = httpx.Request("GET", head + tail)
+    except (httpx.InvalidURL, UnicodeError):  # not a URL httpx sends (idna.IDNAError)
+        return
+    library = library_of(request)
+    for secrets in (frozenset(), DEFAULT_SECRET_QUERY_PARAMS):
+        data = library.request_data(request, secrets)
+        assert data.url == canonical_url(str(request.url), secrets)
+        assert (data.host, data.port) == library.host_port(request)
+        # A URL without the parts (an httpx that keeps them elsewhere) takes the public way.
+        public = _PublicURL(request.url)
+        assert _url_view(public, secrets) == (data.url, data.host, data.port)
+
+
+_HEADER_VALUES = st.binary(max_size=6).filter(lambda v: b"\r" not in v and b"\n" not in v)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.sampled_from([b"Accept", b"x-Trace", b"X-TRACE", b"user-agent"]), _HEADER_VALUES
+        ),
+        max_size=4,
+    )
+)
+def test_request_header_text_is_what_httpx_presents(pairs: list[tuple[bytes, bytes]]) -> None:
+    # The text of a request's headers is memoized by httpx's own header entries; a Headers that
+    # keeps no such entries is read through its public `raw`: both say what `multi_items()` says.
+    headers = httpx.Headers(pairs)
+    expected = tuple((name.lower(), value) for name, value in headers.multi_items())
+    assert _request_headers(headers) == expected
+    assert _request_headers(_PublicHeaders(headers)) == expected
+
+
+class _PublicHeaders:
+    """httpx Headers seen only through their public API."""
+
+    def __init__(self, headers: httpx.Headers) -> None:
+        self.raw, self._items = headers.raw, headers.multi_items()
+
+    def multi_items(self) -> list[tuple[str, str]]:
+        return self._items
+
+
+class _PublicURL:
+    """An httpx URL seen only through its public API."""
+
+    def __init__(self, url: httpx.URL) -> None:
+        self.host, self.port, self.scheme, self._text = url.host, url.port, url.scheme, str(url)
+
+    def __str__(self) -> str:
+        return self._text
 
 
 # --- explaining a miss ---------------------------------------------------------------------
