@@ -196,7 +196,11 @@ def _append_locked(fd: int, path: Path, data: bytes, header: Mapping[str, Any]) 
         data = encode_header(header) + data  # a new, empty or whitespace-only file
     if last and not last.endswith(b"\n"):
         data = b"\n" + data  # blank space after the last newline: start a fresh line
-    _write_all(fd, data)
+    try:
+        _write_all(fd, data)
+    except BaseException:
+        os.ftruncate(fd, size)  # a write cut short (a full disk) takes back what it wrote
+        raise
 
 
 def append_lines(path: Path, data: bytes, header: Mapping[str, Any]) -> None:
@@ -236,16 +240,24 @@ class AtomicRecording:
             )
         os.ftruncate(fd, 0)  # a stale file left by a crashed recording is started over
         self._fd: int | None = fd
+        self._size = 0  # bytes written: this process alone writes the locked file
         self.count = 0
 
     def append(self, data: bytes) -> None:
         """Append one complete exchange line to the fresh cassette."""
         if self._fd is None:
             raise RuntimeError(f"the re-recording of {self.path} is already closed")
-        if os.fstat(self._fd).st_size == 0:
+        if self._size == 0:
             data = encode_header(self._header) + data
-        os.lseek(self._fd, 0, os.SEEK_END)
-        _write_all(self._fd, data)
+        try:
+            _write_all(self._fd, data)
+        except BaseException:
+            # A write cut short (a full disk) takes back what it wrote: the next line must not
+            # land glued to half of this one.
+            os.ftruncate(self._fd, self._size)
+            os.lseek(self._fd, self._size, os.SEEK_SET)
+            raise
+        self._size += len(data)
         self.count += 1
 
     def commit(self) -> None:

@@ -120,11 +120,15 @@ def header_text(raw: Iterable[tuple[bytes, bytes]]) -> tuple[Headers, str]:
     """Raw response header pairs as text, and the charset that spells them: UTF-8 when every
     value is valid UTF-8 (the file stays readable), else Latin-1 for all (lossless for any bytes).
     Names are lower-cased."""
-    pairs = [(name.decode("latin-1").lower(), value) for name, value in raw]
+    pairs = list(raw)
     try:
-        return tuple((name, value.decode("utf-8")) for name, value in pairs), "utf-8"
+        return tuple(
+            [(name.decode("latin-1").lower(), value.decode("utf-8")) for name, value in pairs]
+        ), "utf-8"
     except UnicodeDecodeError:
-        return tuple((name, value.decode("latin-1")) for name, value in pairs), "latin-1"
+        return tuple(
+            [(name.decode("latin-1").lower(), value.decode("latin-1")) for name, value in pairs]
+        ), "latin-1"
 
 
 def header_bytes(headers: Headers, charset: str) -> list[tuple[bytes, bytes]]:

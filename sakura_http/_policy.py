@@ -602,6 +602,11 @@ class BodyDecoder:
         self._decoded_size = 0
         self._headers = headers
         self._raw: list[bytes] = []
+        self._decoders: list[_Decoder] | None = []
+        self.decoded = False
+        self.raw_fallback = False
+        #: Why the body is kept encoded (None when it is stored decoded or was not encoded).
+        self.undecoded: str | None = None
         encodings = [
             e.strip().lower()
             for name, value in headers
@@ -609,15 +614,14 @@ class BodyDecoder:
             for e in value.split(",")
             if e.strip() and e.strip().lower() != "identity"
         ]
+        if not encodings:  # what most responses say
+            return
         decoders = [_decoder_for(e) for e in reversed(encodings)]
-        self._decoders: list[_Decoder] | None = (
-            [d for d in decoders if d is not None] if all(decoders) else None
-        )
-        self.decoded = bool(encodings) and self._decoders is not None
-        self.raw_fallback = False
-        #: Why the body is kept encoded (None when it is stored decoded or was not encoded).
-        self.undecoded: str | None = None
-        if encodings and self._decoders is None:
+        if all(decoders):
+            self._decoders = [d for d in decoders if d is not None]
+            self.decoded = True
+        else:
+            self._decoders = None
             missing = [e for e, d in zip(reversed(encodings), decoders, strict=True) if d is None]
             self.undecoded = f"content-encoding {', '.join(missing)} cannot be decoded here"
 

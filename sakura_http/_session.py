@@ -280,7 +280,9 @@ class CassetteSession:
             self.exchanges.append(exchange)
             self._played.add(id(exchange))
             for rules, index in self._indexes.items():
-                key = known[1] if known is not None and known[0] == rules else None
+                key = None
+                if known is not None and (known[0] is rules or known[0] == rules):
+                    key = known[1]
                 if key is None:
                     key = rules.key_of_exchange(exchange)
                 index.setdefault(key, _Slot()).exchanges.append(exchange)
@@ -511,6 +513,7 @@ class ResponseRecorder:
         self._request = request
         self._secrets = user.config.secret_headers
         self._redactor = user.secrets.redactor(request.headers)
+        self._timed = user.config.record_timings
         self._started = time.monotonic()
         self._status = 0
         self._charset = "utf-8"
@@ -524,10 +527,11 @@ class ResponseRecorder:
     def start(
         self, status: int, headers: Sequence[tuple[str, str]], charset: str = "utf-8"
     ) -> None:
-        """`charset` spells the header values' bytes (see `_format.header_text`)."""
+        """`headers` as `_format.header_text` gives them (names lower-case), and `charset`,
+        which spells the values' bytes."""
         self._status = status
         self._charset = charset
-        self._headers = tuple((name.lower(), value) for name, value in headers)
+        self._headers = tuple(headers)
         self._decoder = BodyDecoder(self._headers, self._user.config.max_body_bytes)
 
     @property
@@ -551,7 +555,8 @@ class ResponseRecorder:
     def _keep(self, data: bytes) -> None:
         if data:
             self._chunks.append(data)
-            self._timings.append(round((time.monotonic() - self._started) * 1000, 1))
+            if self._timed:
+                self._timings.append(round((time.monotonic() - self._started) * 1000, 1))
 
     def finish_decoding(self) -> bytes:
         """Call at the end of the body: the last decoded bytes (they are kept, too)."""
@@ -595,11 +600,7 @@ class ResponseRecorder:
                 redacted = redactor.cut_partial(redacted, charset)
             if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
                 body, chunks = redacted, (len(redacted),) if redacted else ()
-        timed = (
-            self._user.config.record_timings
-            and len(chunks) > 1
-            and len(self._timings) == len(chunks)
-        )
+        timed = self._timed and len(chunks) > 1 and len(self._timings) == len(chunks)
         written = redactor.request(request)
         live_headers = self._stored_headers(len(live_body), truncated)
         stored_headers = (
@@ -620,17 +621,31 @@ class ResponseRecorder:
             truncated=truncated,
             timings_ms=tuple(self._timings) if timed else None,
         )
-        self._live = Exchange(
-            method=request.method,
-            url=request.url,
-            headers=request.headers,
-            body=request.body,
-            status=self._status,
-            response_headers=live_headers,
-            response_header_charset=self._charset,
-            response_body=live_body,
-            chunks=live_chunks if len(live_chunks) > 1 else None,
-            truncated=truncated,
+        as_sent = (
+            not timed
+            and body is live_body
+            and stored.url == request.url
+            and stored.headers == request.headers
+            and stored.body == request.body
+            and stored.response_headers == live_headers
+        )
+        # Nothing redacted, dropped or timed (no secret declared, no cookie set): the exchange
+        # as written is the exchange as sent, built once.
+        self._live = (
+            stored
+            if as_sent
+            else Exchange(
+                method=request.method,
+                url=request.url,
+                headers=request.headers,
+                body=request.body,
+                status=self._status,
+                response_headers=live_headers,
+                response_header_charset=self._charset,
+                response_body=live_body,
+                chunks=live_chunks if len(live_chunks) > 1 else None,
+                truncated=truncated,
+            )
         )
         return self._user.finalize(stored, redactor)
 

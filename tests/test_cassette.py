@@ -166,3 +166,53 @@ def test_a_bad_line_after_a_long_one_is_named(
         load_cassette(path)
     assert caught.value.line == line
     assert caught.value.path == str(path)
+
+
+_FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from sakura_http._cassette import AtomicRecording, append_lines
+from sakura_http._format import Exchange, encode_exchange
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+path, mode = Path(sys.argv[1]), sys.argv[2]
+if mode == "all":
+    recording = AtomicRecording(path, {})
+    append, written = recording.append, recording.temp_path
+else:
+    append, written = (lambda line: append_lines(path, line, {})), path
+append(encode_exchange(Exchange("GET", "https://api.example.test/1")))
+size = written.stat().st_size
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 40, hard))  # room for part of a line
+try:
+    append(encode_exchange(Exchange("GET", "https://api.example.test/" + "2" * 200)))
+except OSError:
+    print("refused")
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+append(encode_exchange(Exchange("GET", "https://api.example.test/3")))
+if mode == "all":
+    recording.commit()
+"""
+
+
+@pytest.mark.parametrize("mode", ["all", "new_episodes"])
+def test_a_write_cut_short_leaves_no_partial_line(tmp_path: Path, mode: str) -> None:
+    # A full disk (here a file-size limit, which the kernel enforces the same way) cuts a write
+    # short: the exchange is refused, and the line already half-written is taken back, so the
+    # next exchange is neither glued to it (re-recording) nor refused for a torn tail
+    # (appending), and the cassette stays readable.
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(path), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused"]
+    urls = [e.url for e in load_cassette(path).exchanges]
+    assert urls == ["https://api.example.test/1", "https://api.example.test/3"]
