@@ -174,6 +174,60 @@ def replay(tool: str, path: str, base: str, count: int, asynchronous: bool) -> d
     return {"per_request_s": asyncio.run(go()) / (count - 1)}
 
 
+def replay_alternating(path: str, base: str, count: int, asynchronous: bool) -> dict[str, Any]:
+    """Measure 1 in one process: sakura-http and the floor replay the same GETs in alternating
+    blocks, each block's two times taken a moment apart; the median of the blocks' ratios.
+
+    A process's speed varies by 10-20% from one process to the next on a shared VM, more than
+    the overhead measured; within one process it drifts slowly, so neighbouring blocks see the
+    same machine.  Neither patches anything global, so they can share a process (the peers
+    cannot).  The order within a pair alternates, so neither always runs first."""
+    _import_for("sakura-http")
+    urls = [f"{base}/items/{i}" for i in range(count)]
+    blocks = [urls[start : start + 100] for start in range(1, count, 100)]
+    ratios: list[float] = []
+
+    def pair(times: dict[str, float]) -> None:
+        ratios.append(times["sakura-http"] / times["floor"])
+
+    for _ in range(5):  # five passes, each with fresh clients (a cassette replays once)
+        if not asynchronous:
+            with replaying("floor", path) as floor, replaying("sakura-http", path) as sakura:
+                clients = {"floor": floor, "sakura-http": sakura}
+                for client in clients.values():
+                    client.get(urls[0])
+                for i, block in enumerate(blocks):
+                    times = {}
+                    for tool in sorted(clients, reverse=i % 2 == 1):
+                        started = time.perf_counter()
+                        for url in block:
+                            clients[tool].get(url)
+                        times[tool] = time.perf_counter() - started
+                    pair(times)
+            continue
+
+        async def go() -> None:
+            with (
+                replaying("floor", path, asynchronous=True) as floor,
+                replaying("sakura-http", path, asynchronous=True) as sakura,
+            ):
+                clients = {"floor": floor, "sakura-http": sakura}
+                for client in clients.values():
+                    await client.get(urls[0])
+                for i, block in enumerate(blocks):
+                    times = {}
+                    for tool in sorted(clients, reverse=i % 2 == 1):
+                        started = time.perf_counter()
+                        for url in block:
+                            await clients[tool].get(url)
+                        times[tool] = time.perf_counter() - started
+                    pair(times)
+
+        asyncio.run(go())
+    ratios.sort()
+    return {"ratio": ratios[len(ratios) // 2], "blocks": len(ratios)}
+
+
 def replay_one(path: str, url: str, count: int) -> dict[str, Any]:
     """Measure 2: per-request time replaying one exchange near the end of a cassette."""
     with replaying("sakura-http", path) as client:
@@ -538,6 +592,7 @@ KINDS: dict[str, Callable[..., dict[str, Any]]] = {
     "replay": replay,
     "replay_one": replay_one,
     "load": load,
+    "replay_alternating": replay_alternating,
     "first_request": first_request,
     "stream_big": stream_big,
     "first_chunk": first_chunk,

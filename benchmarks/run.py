@@ -212,10 +212,7 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
     cassettes["floor"] = cassettes["sakura-http"]
     for asynchronous in (False, True):
         flavour = "async (asyncio)" if asynchronous else "sync"
-        row = Row(
-            f"1. Replay {n:,} GETs from a {n:,}-exchange cassette, per request, {flavour}",
-            target="<= 1.10x",
-        )
+        row = Row(f"1. Replay {n:,} GETs from a {n:,}-exchange cassette, per request, {flavour}")
         specs = {
             tool: {
                 "tool": tool,
@@ -240,8 +237,26 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
             if tool != "floor":
                 row.ratios[tool] = seconds / times["floor"]
                 row.cells[tool] = f"{row.ratios[tool]:.2f}x ({_us(seconds)})"
-        row.met = row.ratios["sakura-http"] <= 1.10
         run.add(row)
+        # The target is judged in one process, where the floor runs beside sakura-http
+        # (`replay_alternating`): the figures above carry the process-to-process noise.
+        alternating = Row(
+            f"1. The same, sakura-http and the floor alternating in one process, {flavour}",
+            target="<= 1.10x",
+        )
+        result = run.measure(
+            "replay_alternating",
+            path=cassettes["sakura-http"],
+            base=run.base,
+            count=n,
+            asynchronous=asynchronous,
+        )
+        assert result is not None
+        alternating.ratios["sakura-http"] = result["ratio"]
+        alternating.cells["sakura-http"] = f"{result['ratio']:.2f}x"
+        alternating.cells["floor"] = f"{int(result['blocks']):,} block pairs"
+        alternating.met = result["ratio"] <= 1.10
+        run.add(alternating)
 
 
 def measure_size(run: Run, recorded: dict[str, str]) -> None:
