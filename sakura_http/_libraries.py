@@ -32,8 +32,7 @@ class HttpLibrary(NamedTuple):
 
     def host_port(self, request: Any) -> tuple[str, int | None]:
         """The request's host and port, the scheme's default port when the URL has none."""
-        url = request.url
-        return url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
+        return _host_port(request.url)
 
     def request_data(
         self, request: Any, secret_params: frozenset[str] = frozenset()
@@ -91,6 +90,10 @@ def _load(name: str) -> HttpLibrary:
     )
 
 
+def _host_port(url: Any) -> tuple[str, int | None]:
+    return url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
+
+
 def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | None]:
     """An httpx URL's canonical form (`canonical_url`), host and port (as `host_port`).
 
@@ -104,11 +107,7 @@ def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | 
     try:
         scheme, userinfo, host, port, path, query, fragment = url._uri_reference
     except (AttributeError, ValueError):  # not the httpx URL this was written for
-        return (
-            canonical_url(str(url), secret_params),
-            url.host,
-            url.port or _DEFAULT_PORTS.get(url.scheme),
-        )
+        return canonical_url(str(url), secret_params), *_host_port(url)
     shown_host = url.host if host.startswith("xn--") else host  # httpx decodes an IDNA host
     default_port = _DEFAULT_PORTS.get(scheme)
     if userinfo or fragment is not None or ":" in host:

@@ -211,11 +211,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         plan = self._user.plan(data)
         if plan.exchange is None:
             return data, plan, None
-        config = self._config
-        replayed = library.replay(
-            plan.exchange, request, config.replay_chunk_size, config.replay_latency
-        )
-        return data, plan, replayed
+        return data, plan, self._replay(library, plan.exchange, request)
 
     def _exchange_steps(
         self, library: HttpLibrary, request: Any, data: RequestData, plan: Plan, close: Any

@@ -62,10 +62,7 @@ def test_importing_the_package_and_plugin_imports_no_optional_dependency() -> No
         "if m in sys.modules]\n"
         "print(bad)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
-    ).stdout
-    assert out.strip() == "[]"
+    assert _printed_by(code) == "[]"
 
 
 def test_importing_the_package_and_plugin_imports_nothing_a_first_request_does_not_need() -> None:
@@ -77,10 +74,14 @@ def test_importing_the_package_and_plugin_imports_nothing_a_first_request_does_n
         "import sakura_http, sakura_http.pytest_plugin\n"
         "print(sorted(m for m in set(sys.modules) - before if not m.startswith('sakura_http')))\n"
     )
-    out = subprocess.run(
+    assert set(ast.literal_eval(_printed_by(code))) <= {"orjson", "orjson.orjson"}
+
+
+def _printed_by(code: str) -> str:
+    """What `code` prints, run in a fresh interpreter (nothing imported yet)."""
+    return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300
-    ).stdout
-    assert set(ast.literal_eval(out.strip())) <= {"orjson", "orjson.orjson"}
+    ).stdout.strip()
 
 
 def test_the_test_process_refuses_every_host_but_loopback() -> None:

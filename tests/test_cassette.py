@@ -5,6 +5,8 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -202,9 +204,6 @@ def test_a_write_cut_short_leaves_no_partial_line(tmp_path: Path, mode: str) -> 
     # short: the exchange is refused, and the line already half-written is taken back, so the
     # next exchange is neither glued to it (re-recording) nor refused for a torn tail
     # (appending), and the cassette stays readable.
-    import subprocess
-    import sys
-
     path = tmp_path / "c.jsonl"
     done = subprocess.run(
         [sys.executable, "-c", _FULL_DISK, str(path), mode],
