@@ -63,6 +63,20 @@ class HttpLibrary(NamedTuple):
             request=request,
         )
 
+    def handed_on(
+        self, live: Any, request: Any, stream: Any, headers: Headers | None, charset: str
+    ) -> Any:
+        """The response handed to the caller while recording: the live response's status and
+        extensions (reason phrase, HTTP version), its headers as received (`headers` None) or
+        `headers` spelled in `charset` (the body was decoded), and `stream` as its body."""
+        return self.module.Response(
+            live.status_code,
+            headers=live.headers if headers is None else header_bytes(headers, charset),
+            stream=stream,
+            request=request,
+            extensions=live.extensions,
+        )
+
     def fault(self, fault: FaultInfo, request: Any) -> Exception:
         """The httpx exception a fault exchange names, bound to the live request."""
         cls = getattr(self.module, fault.type, None)

@@ -539,6 +539,13 @@ class ResponseRecorder:
         """How the response's header values spell their bytes (given to `start()`)."""
         return self._charset
 
+    @property
+    def headers_as_received(self) -> bool:
+        """Whether the headers to deliver are the ones received: true unless the body is
+        decoded from its content-encoding (which then is dropped)."""
+        assert self._decoder is not None, "start() first"
+        return not self._decoder.decoded
+
     def live_headers(self) -> Headers:
         """Headers for a response delivered while its body still streams (`stream_through`):
         as the server sent them, less the content-encoding the body is decoded from."""

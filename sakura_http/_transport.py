@@ -20,7 +20,7 @@ import httpx
 from ._config import CassetteConfig, resolve_config
 from ._core import RecordMode
 from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
-from ._format import Exchange, header_bytes
+from ._format import Exchange
 from ._libraries import HttpLibrary, library_of
 from ._matching import RequestData
 from ._session import CassetteSession, CassetteUser, Plan
@@ -233,6 +233,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         headers, charset = library.response_headers(response)
         recorder.start(response.status_code, headers, charset)
         if self._config.stream_through:
+            # Headers as received, unless the body is decoded (content-encoding dropped).
+            decoded = None if recorder.headers_as_received else recorder.live_headers()
             stream = library.tee_stream(
                 response.stream,
                 recorder,
@@ -240,13 +242,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 close(response),
                 self._note_error,
             )
-            return library.module.Response(
-                response.status_code,
-                headers=header_bytes(recorder.live_headers(), charset),
-                stream=stream,
-                request=request,
-                extensions=response.extensions,
-            )
+            return library.handed_on(response, request, stream, decoded, charset)
         read = _Read(response)  # one step object for every chunk
         try:
             while (raw := (yield read)) is not None:
@@ -255,7 +251,10 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         finally:
             yield _Close(response)
         yield _Commit(plan, exchange)
-        return self._replay(library, recorder.live(), request)
+        live = recorder.live()  # (a body that failed to decode is kept raw, headers as received)
+        decoded = None if recorder.headers_as_received else live.response_headers
+        stream = library.replay_stream(live, self._config.replay_chunk_size, 0.0)
+        return library.handed_on(response, request, stream, decoded, charset)
 
     # --- sync ------------------------------------------------------------------------------
 

@@ -593,6 +593,43 @@ def test_gzip_response_is_stored_decoded(drive: Driver, tmp_path: Path) -> None:
     assert drive.send(drive.transport(path), "GET", URL).json() == live.json()
 
 
+@pytest.mark.parametrize("stream_through", [False, True])
+@pytest.mark.parametrize("encoded", [False, True])
+def test_recording_hands_on_the_live_status_line_and_headers(
+    drive: Driver, tmp_path: Path, encoded: bool, stream_through: bool
+) -> None:
+    # While recording, the caller gets the response as the server sent it: its reason phrase,
+    # HTTP version and header spelling; a decoded body loses only the content-encoding.
+    body = b'{"ok": true}'
+    raw = gzip.compress(body) if encoded else body
+    headers = [(b"X-Mixed-Case", b"Kept"), (b"Content-Type", b"application/json")]
+    if encoded:
+        headers.append((b"Content-Encoding", b"gzip"))
+    extensions = {"reason_phrase": b"Fine Thanks", "http_version": b"HTTP/1.1"}
+    script = Script(drive, (200, {"headers": headers, "content": raw, "extensions": extensions}))
+    path = tmp_path / "c.jsonl"
+    transport = drive.transport(
+        path, outer=script.outer, mode="new_episodes", stream_through=stream_through
+    )
+    live = drive.send(transport, "GET", URL)
+    drive.close(transport)
+    assert live.reason_phrase == "Fine Thanks"
+    assert live.http_version == "HTTP/1.1"
+    assert live.content == body
+    if encoded:  # headers rebuilt without the content-encoding, from their recorded text
+        assert [(n.lower(), v) for n, v in live.headers.raw[:2]] == [
+            (n.lower(), v) for n, v in headers[:2]
+        ]
+    else:  # the very header list received
+        assert live.headers.raw[:2] == headers[:2]
+    assert "content-encoding" not in live.headers
+    if not stream_through:  # (a streamed decoded body's length is not known up front)
+        assert live.headers["content-length"] == str(len(body))
+    stored = lines(path)[0]
+    assert stored["response_body"] == body.decode()
+    assert not any(name == "content-encoding" for name, _ in stored["response_headers"])
+
+
 @pytest.mark.parametrize("encoding", ["deflate", "br", "zstd"])
 def test_other_encodings_are_stored_decoded(drive: Driver, tmp_path: Path, encoding: str) -> None:
     body = b"hello " * 100
