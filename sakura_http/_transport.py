@@ -253,8 +253,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         yield _Commit(plan, exchange)
         live = recorder.live()  # (a body that failed to decode is kept raw, headers as received)
         decoded = None if recorder.headers_as_received else live.response_headers
-        stream = library.replay_stream(live, self._config.replay_chunk_size, 0.0)
-        return library.handed_on(response, request, stream, decoded, charset)
+        replay = library.replay_stream(live, self._config.replay_chunk_size, 0.0)
+        return library.handed_on(response, request, replay, decoded, charset)
 
     # --- sync ------------------------------------------------------------------------------
 
