@@ -150,6 +150,31 @@ def record(tool: str, path: str, base: str, count: int) -> dict[str, Any]:
     }
 
 
+def record_alternating(path: str, base: str, count: int) -> dict[str, Any]:
+    """Measure 4 in one process: the bare client and sakura-http (recording into `path`) get
+    the same GETs from the local server in alternating blocks, as `replay_alternating` does; the
+    median of the blocks' ratios.  Saving the cassette, once a run, is in `record`'s total."""
+    _import_for("sakura-http")
+    blocks = [range(start, min(start + 100, count)) for start in range(1, count, 100)]
+    ratios: list[float] = []
+    for _ in range(5):  # five passes, each recording a fresh cassette
+        with recording("floor", path) as floor, recording("sakura-http", path) as sakura:
+            clients = {"floor": floor, "sakura-http": sakura}
+            for client in clients.values():
+                client.get(f"{base}/items/0").read()
+            for i, block in enumerate(blocks):
+                times = {}
+                for tool in sorted(clients, reverse=i % 2 == 1):
+                    client = clients[tool]
+                    started = time.perf_counter()
+                    for item in block:
+                        client.get(f"{base}/items/{item}").read()
+                    times[tool] = time.perf_counter() - started
+                ratios.append(times["sakura-http"] / times["floor"])
+    ratios.sort()
+    return {"ratio": ratios[len(ratios) // 2], "blocks": len(ratios)}
+
+
 def replay(tool: str, path: str, base: str, count: int, asynchronous: bool) -> dict[str, Any]:
     """Measure 1: per-request time replaying GET /items/<i>, i = 1 .. count - 1, in order, after
     one warm-up request for item 0 (first-use costs: connection pools, lazy imports)."""
@@ -593,6 +618,7 @@ KINDS: dict[str, Callable[..., dict[str, Any]]] = {
     "replay_one": replay_one,
     "load": load,
     "replay_alternating": replay_alternating,
+    "record_alternating": record_alternating,
     "first_request": first_request,
     "stream_big": stream_big,
     "first_chunk": first_chunk,

@@ -174,7 +174,7 @@ def measure_recording(run: Run) -> dict[str, str]:
     results = run.measure_each("record", specs)
     recorded = {tool: specs[tool]["path"] for tool in results}
     floor = results["floor"]["total_s"]
-    total = Row(f"4. Record {n:,} GETs from a local server, total", target="<= 1.15x")
+    total = Row(f"4. Record {n:,} GETs from a local server, total")
     drift = Row("4. Recording: last 100 vs first 100 per exchange", target="<= 1.2x")
     total.cells["floor"] = f"{floor:.2f} s"
     for tool, result in results.items():
@@ -185,10 +185,27 @@ def measure_recording(run: Run) -> dict[str, str]:
         total.cells[tool] = f"{ratio:.2f}x ({result['total_s']:.2f} s)"
         late = result["last_s"] / result["first_s"]
         drift.cells[tool] = f"{late:.2f}x"
-    total.met = total.ratios["sakura-http"] <= 1.15
     late_sakura = results["sakura-http"]["last_s"] / results["sakura-http"]["first_s"]
     drift.met = late_sakura <= 1.2
     run.add(total)
+    # The target is judged in one process, the bare client and sakura-http alternating
+    # (`record_alternating`), as replay's is: the totals above carry process-to-process noise.
+    alternating = Row(
+        "4. The same, sakura-http and the bare client alternating in one process",
+        target="<= 1.15x",
+    )
+    result = run.measure(
+        "record_alternating",
+        path=str(run.workdir / "recorded-alternating.jsonl"),
+        base=run.base,
+        count=n,
+    )
+    assert result is not None
+    alternating.ratios["sakura-http"] = result["ratio"]
+    alternating.cells["sakura-http"] = f"{result['ratio']:.2f}x"
+    alternating.cells["floor"] = f"{int(result['blocks']):,} block pairs"
+    alternating.met = result["ratio"] <= 1.15
+    run.add(alternating)
     run.add(drift)
     return recorded
 

@@ -239,7 +239,11 @@ def test_patch_clients_records_and_replays_an_app_unchanged(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (project.path / "tests" / "conftest.py").write_text(
-        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n\n\n"
+        # The app's module-level client would otherwise keep its connection to the provider
+        # open until the app module, dropped when the in-process run ends, is collected: a
+        # ResourceWarning in whichever later test of this process that happens in.
+        "def pytest_sessionfinish():\n    sys.modules['app'].module_client.close()\n"
     )
     with start_fake_provider() as provider:
         (project.path / "tests" / "app.py").write_text(APP.replace("{url}", provider.url))
