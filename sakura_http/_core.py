@@ -35,10 +35,12 @@ __all__ = [
     "ACTIONS",
     "REFUSALS",
     "Action",
+    "Actions",
     "Decision",
     "Lookup",
     "RecordMode",
     "Refusal",
+    "actions",
     "decide",
     "parse_mode",
     "resolve_mode",
@@ -137,6 +139,29 @@ def decide(
         if action is Action.REFUSE:
             reason = f"{reason}, and may the caller record? {refusal.value}"
     return Decision(action, reason)
+
+
+class Actions(NamedTuple):
+    """One caller's row of the tables: the action for each `Lookup`, given its mode,
+    allow_repeats and refusal, which stay the same request after request (see `actions`)."""
+
+    hit: Action
+    exhausted: Action
+    absent: Action
+
+
+@functools.cache
+def actions(
+    mode: RecordMode, allow_repeats: bool = True, refusal: Refusal = Refusal.NONE
+) -> Actions:
+    """`decide` for each `Lookup`: worked out once per caller, then read by attribute on every
+    request, with no table lookup (a `RecordMode`, a str enum, hashes in Python code)."""
+    return Actions(
+        *(
+            decide(mode, lookup, allow_repeats, refusal).action
+            for lookup in (Lookup.HIT, Lookup.EXHAUSTED, Lookup.ABSENT)
+        )
+    )
 
 
 def parse_mode(value: RecordMode | str, source: str) -> RecordMode:

@@ -10,6 +10,7 @@ httpx2 is optional and imported only when a request of it arrives.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
@@ -29,6 +30,8 @@ class HttpLibrary(NamedTuple):
     module: ModuleType
     replay_stream: type[ReplayStream]
     tee_stream: type[TeeStream]
+    #: Response headers of this library from header text and its charset (see `_headers_of`).
+    headers: Callable[[Headers, str], Any]
 
     def host_port(self, request: Any) -> tuple[str, int | None]:
         """The request's host and port, the scheme's default port when the URL has none."""
@@ -58,7 +61,7 @@ class HttpLibrary(NamedTuple):
         assert exchange.status is not None
         return self.module.Response(
             exchange.status,
-            headers=header_bytes(exchange.response_headers, exchange.response_header_charset),
+            headers=self.headers(exchange.response_headers, exchange.response_header_charset),
             stream=self.replay_stream(exchange, chunk_size, latency),
             request=request,
         )
@@ -71,7 +74,7 @@ class HttpLibrary(NamedTuple):
         `headers` spelled in `charset` (the body was decoded), and `stream` as its body."""
         return self.module.Response(
             live.status_code,
-            headers=live.headers if headers is None else header_bytes(headers, charset),
+            headers=live.headers if headers is None else self.headers(headers, charset),
             stream=stream,
             request=request,
             extensions=live.extensions,
@@ -101,7 +104,35 @@ def _load(name: str) -> HttpLibrary:
         module=module,
         replay_stream=type("ReplayStream", (ReplayStream, *bases), {"__module__": __name__}),
         tee_stream=type("TeeStream", (TeeStream, *bases), {"__module__": __name__}),
+        headers=_headers_of(module),
     )
+
+
+def _headers_of(module: ModuleType) -> Callable[[Headers, str], Any]:
+    """How a replay gives this library its response headers: the bytes `header_bytes` spells,
+    as a `Headers` object built straight from its entries, (name, lower-case name, value).
+
+    Given a list, `Headers` would check each name and value in Python code and ask whether the
+    list is a `Mapping` (an abstract class check); given a `Headers` object, it copies its
+    entries.  A library whose `Headers` keeps other entries than the ones probed for is given
+    the list.  (A property test holds both ways equal.)"""
+    cls = module.Headers
+    probe = cls([(b"Probe-Name", b"value")])
+    if getattr(probe, "_list", None) != [(b"Probe-Name", b"probe-name", b"value")] or (
+        getattr(probe, "_encoding", False) is not None
+    ):
+        return header_bytes
+
+    def headers(text: Headers, charset: str) -> Any:
+        built = cls.__new__(cls)
+        built._list = [
+            (raw := name.encode("latin-1"), raw.lower(), value.encode(charset))
+            for name, value in text
+        ]
+        built._encoding = None
+        return built
+
+    return headers
 
 
 def _host_port(url: Any) -> tuple[str, int | None]:

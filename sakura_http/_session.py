@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from ._advice import Advice
 from ._cassette import AtomicRecording, append_lines, load_cassette
 from ._config import CassetteConfig
-from ._core import Action, Lookup, RecordMode, Refusal, decide
+from ._core import Action, Actions, RecordMode, Refusal, actions
 from ._exceptions import (
     BodyTooLargeError,
     CassetteFormatError,
@@ -208,22 +208,21 @@ class CassetteSession:
     # --- per request -------------------------------------------------------------------------
 
     def plan(
-        self, request: RequestData, config: CassetteConfig, rules: MatchRules, refusal: Refusal
+        self, request: RequestData, actions: Actions, rules: MatchRules, advice: Advice
     ) -> Plan:
-        """The decision for `request` by a user with `config` (its mode and allow_repeats)."""
+        """The decision for `request` by a user whose row of the tables is `actions`."""
         key = rules.key_of_request(request)
         with self._lock:
             index = self._indexes.get(rules)
             slot = (index if index is not None else self._index(rules)).get(key)
             if slot is None:
-                lookup = Lookup.ABSENT
+                action = actions.absent
             else:
                 played = self._played
                 exchanges = slot.exchanges
                 while slot.cursor < len(exchanges) and id(exchanges[slot.cursor]) in played:
                     slot.cursor += 1
-                lookup = Lookup.HIT if slot.cursor < len(exchanges) else Lookup.EXHAUSTED
-            action = decide(config.mode, lookup, config.allow_repeats, refusal).action
+                action = actions.hit if slot.cursor < len(exchanges) else actions.exhausted
             if action is Action.REPLAY:
                 assert slot is not None
                 exchange = slot.exchanges[slot.cursor]
@@ -234,7 +233,7 @@ class CassetteSession:
                 assert slot is not None
                 return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
         if action is Action.MISS:
-            raise self._miss(request, slot, rules, config.advice)
+            raise self._miss(request, slot, rules, advice)
         return tuple.__new__(Plan, (action, key, None))
 
     def _miss(
@@ -329,6 +328,11 @@ class CassetteUser:
         # Whether a request may be recorded depends on its host only under `record_hosts`.
         self._refusal_varies = can_record and self._record_hosts is not None
         self._fixed_refusal = Refusal.NONE if can_record else Refusal.NO_OUTER
+        # This user's row of the decision tables, for each refusal its requests can meet.
+        self._actions = {
+            refusal: actions(config.mode, config.allow_repeats, refusal)
+            for refusal in ((Refusal.NONE, Refusal.HOST) if can_record else (Refusal.NO_OUTER,))
+        }
         #: Whether any host is passed through (when none is, a front end need not ask).
         self.has_passthrough = bool(self._passthrough)
         self.appended = 0
@@ -377,7 +381,7 @@ class CassetteUser:
         if self.config.secret_headers:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
             request = self.secrets.redactor(request.headers).request(request)
-        plan = self.session.plan(request, self.config, self.rules, refusal)
+        plan = self.session.plan(request, self._actions[refusal], self.rules, self.config.advice)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
         return plan

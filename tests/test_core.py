@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from sakura_http import ConfigurationError, RecordingForbidden, RecordMode
-from sakura_http._core import ACTIONS, REFUSALS, Action, Lookup, Refusal, decide, resolve_mode
+from sakura_http._core import (
+    ACTIONS,
+    REFUSALS,
+    Action,
+    Lookup,
+    Refusal,
+    actions,
+    decide,
+    resolve_mode,
+)
 
 EXPECTED = {
     ("none", "HIT"): "replay",
@@ -58,6 +67,20 @@ def test_refusal_applies_only_where_the_table_records(
             assert refusal.value in decision.reason
     else:
         assert decision.action is plain  # replaying or missing never needs the network
+
+
+@pytest.mark.parametrize("mode", list(RecordMode))
+@pytest.mark.parametrize("allow_repeats", [True, False])
+@pytest.mark.parametrize("refusal", list(Refusal))
+def test_a_callers_row_is_the_table_read_for_each_lookup(
+    mode: RecordMode, allow_repeats: bool, refusal: Refusal
+) -> None:
+    row = actions(mode, allow_repeats, refusal)
+    assert row == tuple(
+        decide(mode, lookup, allow_repeats, refusal).action
+        for lookup in (Lookup.HIT, Lookup.EXHAUSTED, Lookup.ABSENT)
+    )
+    assert row.exhausted is decide(mode, Lookup.EXHAUSTED, allow_repeats, refusal).action
 
 
 def test_docs_show_the_same_refusal_table() -> None:

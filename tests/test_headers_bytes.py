@@ -8,15 +8,21 @@ the caller the very bytes the server sent.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sakura_http import RecordingTransport
+from sakura_http._format import header_bytes, header_text
+from sakura_http._libraries import _headers_of, library_of
 from tests.drive import Driver
 from tests.servers import LocalServer, _QuietServer, _serving
 
@@ -142,3 +148,40 @@ def test_the_proxy_records_and_answers_the_same_header_bytes(
     assert orjson.loads(cassette.read_bytes().splitlines()[1])["response_header_charset"] == (
         "latin-1"
     )
+
+
+# --- how a replay hands a library its headers ---------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.lists(
+        st.tuples(
+            st.sampled_from([b"content-type", b"X-Trace", b"x-trace", b"set-cookie", b"\xe9tag"]),
+            st.binary(max_size=8).filter(lambda v: b"\r" not in v and b"\n" not in v),
+        ),
+        max_size=5,
+    ),
+    library=st.sampled_from(["httpx", "httpx2"]),
+)
+def test_replayed_headers_are_the_bytes_header_bytes_spells(
+    raw: list[tuple[bytes, bytes]], library: str
+) -> None:
+    # A replay builds the library's Headers straight from its entries; it must hold what the
+    # library makes of the list `header_bytes` gives, whatever the names' case and the bytes.
+    module = importlib.import_module(library)
+    text, charset = header_text(raw)
+    built = library_of(module.Request("GET", "http://h.test/")).headers(text, charset)
+    expected = module.Headers(header_bytes(text, charset))
+    replayed = module.Response(200, headers=built).headers
+    assert replayed.raw == expected.raw
+    assert replayed.multi_items() == expected.multi_items()
+    assert replayed.encoding == expected.encoding
+
+
+def test_a_headers_class_keeping_other_entries_is_given_the_list() -> None:
+    class Headers:  # a library whose Headers keeps its entries its own way
+        def __init__(self, pairs: list[tuple[bytes, bytes]]) -> None:
+            self.entries = pairs
+
+    assert _headers_of(SimpleNamespace(Headers=Headers)) is header_bytes  # type: ignore[arg-type]
