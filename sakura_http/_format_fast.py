@@ -8,14 +8,13 @@ decoder (`_format._exchange`), which names the problem.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from typing import Annotated
 
 import msgspec
 from msgspec import DecodeError
 
-from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings
+from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings, new_exchange
 
 __all__ = ["DecodeError", "Line", "decode_line", "from_line"]
 
@@ -86,38 +85,17 @@ def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
     if line.timings_ms is not msgspec.UNSET:
         timings = line.timings_ms
         _check_timings(timings, chunks)
-    exchange = _new(Exchange)
-    _set_method(exchange, line.method)
-    _set_url(exchange, line.url)
-    _set_headers(exchange, headers)
-    _set_body(exchange, line.body.encode())
-    _set_status(exchange, line.status)
-    _set_response_headers(exchange, response_headers)
-    _set_response_body(exchange, payload)
-    _set_error(exchange, None)
-    _set_id(exchange, line.id)
-    _set_chunks(exchange, chunks)
-    _set_truncated(exchange, line.truncated)
-    _set_timings_ms(exchange, timings)
-    _set_response_header_charset(exchange, "utf-8")
-    _set_extra(exchange, {})
-    return exchange
-
-
-_new = object.__new__
-(
-    _set_method,
-    _set_url,
-    _set_headers,
-    _set_body,
-    _set_status,
-    _set_response_headers,
-    _set_response_body,
-    _set_error,
-    _set_id,
-    _set_chunks,
-    _set_truncated,
-    _set_timings_ms,
-    _set_response_header_charset,
-    _set_extra,
-) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
+    return new_exchange(
+        line.method,
+        line.url,
+        headers,
+        line.body.encode(),
+        line.status,
+        response_headers,
+        payload,
+        chunks,
+        line.truncated,
+        timings,
+        "utf-8",
+        line.id,
+    )

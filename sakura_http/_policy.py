@@ -379,10 +379,13 @@ class Redactor:
 
     def response_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Response headers as written: `set-cookie` redacted, echoed secrets replaced."""
-        text = self.text if self._needles is not None else str  # nothing to search for
-        return tuple(
-            (name, REDACTED if name == "set-cookie" else text(value)) for name, value in headers
-        )
+        if self._needles is None:  # nothing to search for: only a cookie to blank out
+            headers = tuple(headers)
+            for name, _ in headers:
+                if name == "set-cookie":
+                    return tuple([(n, REDACTED if n == "set-cookie" else v) for n, v in headers])
+            return headers
+        return tuple([(n, REDACTED if n == "set-cookie" else self.text(v)) for n, v in headers])
 
     def request(self, request: RequestData) -> RequestData:
         """`request` as written and matched: URL, headers and body with every echo replaced

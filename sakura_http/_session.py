@@ -36,7 +36,7 @@ from ._exceptions import (
     CredentialHeaderError,
     RecordingForbidden,
 )
-from ._format import Exchange, FaultInfo, Headers, encode_exchange
+from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
 from ._hosts import HostList
 from ._matching import MatchKey, MatchRules, RequestData, explain_miss
 from ._policy import (
@@ -321,6 +321,7 @@ class CassetteUser:
             rules=config.rules,
         )
         self.can_record = can_record
+        self._has_rules = bool(config.rules)  # (a `Rules` is frozen: asked once, not per exchange)
         #: The declared secrets of this user's recent requests, searched for in later ones too.
         self.secrets = SecretMemory(config.secret_headers)
         self._record_hosts: HostList | None = config.record_host_list
@@ -428,9 +429,9 @@ class CassetteUser:
     def finalize(self, exchange: Exchange, redactor: Redactor) -> Exchange | None:
         """The exchange as written: the scrubs of `config.rules`, then its `before_record`
         hook (None: do not record), then the safety rules once more on the hook's result."""
-        rules = self.config.rules
-        if not rules:
+        if not self._has_rules:
             return exchange
+        rules = self.config.rules
         headers = rules.scrub_request_headers(exchange.headers)
         body = rules.scrub_body(headers, exchange.body)
         changes: dict[str, Any] = {
@@ -484,7 +485,7 @@ class CassetteUser:
         # Without rules (no scrub, no hook) and secrets, the exchange is written as the request
         # was planned: its key under this user's rules is the plan's, not computed again.
         config = self.config
-        known = None if config.rules or config.secret_headers else (self.rules, plan.key)
+        known = None if self._has_rules or config.secret_headers else (self.rules, plan.key)
         self.session.commit(exchange, known)
         self.appended += 1
 
@@ -600,7 +601,7 @@ class ResponseRecorder:
             self._chunks = [c for c in self._decoder.raw_chunks if c]
             self._timings = []
         live_body = b"".join(self._chunks)
-        live_chunks = tuple(len(c) for c in self._chunks)
+        live_chunks = tuple(map(len, self._chunks))
         body, chunks = live_body, live_chunks
         redactor = self._redactor
         check_redactable(self._decoder, redactor)
@@ -619,18 +620,18 @@ class ResponseRecorder:
             if len(body) == len(live_body)
             else self._stored_headers(len(body), truncated)
         )
-        stored = Exchange(
-            method=request.method,
-            url=written.url,
-            headers=drop_secret_headers(written.headers, self._secrets),
-            body=written.body,
-            status=self._status,
-            response_headers=redactor.response_headers(stored_headers),
-            response_header_charset=self._charset,
-            response_body=body,
-            chunks=chunks if len(chunks) > 1 else None,
-            truncated=truncated,
-            timings_ms=tuple(self._timings) if timed else None,
+        stored = new_exchange(
+            request.method,
+            written.url,
+            drop_secret_headers(written.headers, self._secrets),
+            written.body,
+            self._status,
+            redactor.response_headers(stored_headers),
+            body,
+            chunks if len(chunks) > 1 else None,
+            truncated,
+            tuple(self._timings) if timed else None,
+            self._charset,
         )
         as_sent = (
             not timed
@@ -645,17 +646,18 @@ class ResponseRecorder:
         self._live = (
             stored
             if as_sent
-            else Exchange(
-                method=request.method,
-                url=request.url,
-                headers=request.headers,
-                body=request.body,
-                status=self._status,
-                response_headers=live_headers,
-                response_header_charset=self._charset,
-                response_body=live_body,
-                chunks=live_chunks if len(live_chunks) > 1 else None,
-                truncated=truncated,
+            else new_exchange(
+                request.method,
+                request.url,
+                request.headers,
+                request.body,
+                self._status,
+                live_headers,
+                live_body,
+                live_chunks if len(live_chunks) > 1 else None,
+                truncated,
+                None,
+                self._charset,
             )
         )
         return self._user.finalize(stored, redactor)
