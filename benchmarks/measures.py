@@ -155,22 +155,37 @@ def record_alternating(path: str, base: str, count: int) -> dict[str, Any]:
     the same GETs from the local server in alternating blocks, as `replay_alternating` does; the
     median of the blocks' ratios.  Saving the cassette, once a run, is in `record`'s total."""
     _import_for("sakura-http")
-    blocks = [range(start, min(start + 100, count)) for start in range(1, count, 100)]
+    urls = [f"{base}/items/{i}" for i in range(count)]
     ratios: list[float] = []
     for _ in range(5):  # five passes, each recording a fresh cassette
         with recording("floor", path) as floor, recording("sakura-http", path) as sakura:
-            clients = {"floor": floor, "sakura-http": sakura}
-            for client in clients.values():
-                client.get(f"{base}/items/0").read()
-            for i, block in enumerate(blocks):
-                times = {}
-                for tool in sorted(clients, reverse=i % 2 == 1):
-                    client = clients[tool]
-                    started = time.perf_counter()
-                    for item in block:
-                        client.get(f"{base}/items/{item}").read()
-                    times[tool] = time.perf_counter() - started
-                ratios.append(times["sakura-http"] / times["floor"])
+            ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
+    return _median_ratio(ratios)
+
+
+def _blocks(urls: list[str]) -> list[list[str]]:
+    """`urls` after the warm-up one, in blocks of 100."""
+    return [urls[start : start + 100] for start in range(1, len(urls), 100)]
+
+
+def _alternate(clients: dict[str, Any], urls: list[str]) -> list[float]:
+    """Each block's time with sakura-http over the floor's, the two sync clients taking turns
+    (see `replay_alternating`), after one warm-up request each."""
+    for client in clients.values():
+        client.get(urls[0])
+    ratios = []
+    for i, block in enumerate(_blocks(urls)):
+        times = {}
+        for tool in sorted(clients, reverse=i % 2 == 1):
+            started = time.perf_counter()
+            for url in block:
+                clients[tool].get(url)
+            times[tool] = time.perf_counter() - started
+        ratios.append(times["sakura-http"] / times["floor"])
+    return ratios
+
+
+def _median_ratio(ratios: list[float]) -> dict[str, Any]:
     ratios.sort()
     return {"ratio": ratios[len(ratios) // 2], "blocks": len(ratios)}
 
@@ -209,29 +224,14 @@ def replay_alternating(path: str, base: str, count: int, asynchronous: bool) -> 
     cannot).  The order within a pair alternates, so neither always runs first."""
     _import_for("sakura-http")
     urls = [f"{base}/items/{i}" for i in range(count)]
-    blocks = [urls[start : start + 100] for start in range(1, count, 100)]
     ratios: list[float] = []
-
-    def pair(times: dict[str, float]) -> None:
-        ratios.append(times["sakura-http"] / times["floor"])
-
     for _ in range(5):  # five passes, each with fresh clients (a cassette replays once)
         if not asynchronous:
             with replaying("floor", path) as floor, replaying("sakura-http", path) as sakura:
-                clients = {"floor": floor, "sakura-http": sakura}
-                for client in clients.values():
-                    client.get(urls[0])
-                for i, block in enumerate(blocks):
-                    times = {}
-                    for tool in sorted(clients, reverse=i % 2 == 1):
-                        started = time.perf_counter()
-                        for url in block:
-                            clients[tool].get(url)
-                        times[tool] = time.perf_counter() - started
-                    pair(times)
+                ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
             continue
 
-        async def go() -> None:
+        async def go() -> None:  # `_alternate`, awaiting each request
             with (
                 replaying("floor", path, asynchronous=True) as floor,
                 replaying("sakura-http", path, asynchronous=True) as sakura,
@@ -239,18 +239,17 @@ def replay_alternating(path: str, base: str, count: int, asynchronous: bool) -> 
                 clients = {"floor": floor, "sakura-http": sakura}
                 for client in clients.values():
                     await client.get(urls[0])
-                for i, block in enumerate(blocks):
+                for i, block in enumerate(_blocks(urls)):
                     times = {}
                     for tool in sorted(clients, reverse=i % 2 == 1):
                         started = time.perf_counter()
                         for url in block:
                             await clients[tool].get(url)
                         times[tool] = time.perf_counter() - started
-                    pair(times)
+                    ratios.append(times["sakura-http"] / times["floor"])
 
         asyncio.run(go())
-    ratios.sort()
-    return {"ratio": ratios[len(ratios) // 2], "blocks": len(ratios)}
+    return _median_ratio(ratios)
 
 
 def replay_one(path: str, url: str, count: int) -> dict[str, Any]:

@@ -190,22 +190,15 @@ def measure_recording(run: Run) -> dict[str, str]:
     run.add(total)
     # The target is judged in one process, the bare client and sakura-http alternating
     # (`record_alternating`), as replay's is: the totals above carry process-to-process noise.
-    alternating = Row(
+    _alternating(
+        run,
         "4. The same, sakura-http and the bare client alternating in one process",
-        target="<= 1.15x",
-    )
-    result = run.measure(
+        1.15,
         "record_alternating",
         path=str(run.workdir / "recorded-alternating.jsonl"),
         base=run.base,
         count=n,
     )
-    assert result is not None
-    alternating.ratios["sakura-http"] = result["ratio"]
-    alternating.cells["sakura-http"] = f"{result['ratio']:.2f}x"
-    alternating.cells["floor"] = f"{int(result['blocks']):,} block pairs"
-    alternating.met = result["ratio"] <= 1.15
-    run.add(alternating)
     run.add(drift)
     return recorded
 
@@ -257,23 +250,28 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
         run.add(row)
         # The target is judged in one process, where the floor runs beside sakura-http
         # (`replay_alternating`): the figures above carry the process-to-process noise.
-        alternating = Row(
+        _alternating(
+            run,
             f"1. The same, sakura-http and the floor alternating in one process, {flavour}",
-            target="<= 1.10x",
-        )
-        result = run.measure(
+            1.10,
             "replay_alternating",
             path=cassettes["sakura-http"],
             base=run.base,
             count=n,
             asynchronous=asynchronous,
         )
-        assert result is not None
-        alternating.ratios["sakura-http"] = result["ratio"]
-        alternating.cells["sakura-http"] = f"{result['ratio']:.2f}x"
-        alternating.cells["floor"] = f"{int(result['blocks']):,} block pairs"
-        alternating.met = result["ratio"] <= 1.10
-        run.add(alternating)
+
+
+def _alternating(run: Run, measure: str, limit: float, kind: str, **spec: Any) -> None:
+    """The row of a target judged in one process, sakura-http and its floor taking turns."""
+    result = run.measure(kind, **spec)
+    assert result is not None
+    row = Row(measure, target=f"<= {limit:.2f}x")
+    row.ratios["sakura-http"] = result["ratio"]
+    row.cells["sakura-http"] = f"{result['ratio']:.2f}x"
+    row.cells["floor"] = f"{int(result['blocks']):,} block pairs"
+    row.met = result["ratio"] <= limit
+    run.add(row)
 
 
 def measure_size(run: Run, recorded: dict[str, str]) -> None:
