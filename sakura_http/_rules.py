@@ -157,7 +157,7 @@ def _compile(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
         raise ConfigurationError(f"regular expression {pattern!r} is invalid: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)  # its own __repr__
 class Scrub:
     """One scrubbing step; build it with `Scrub.json`, `Scrub.regex`, `Scrub.query` or
     `Scrub.response_header`."""
@@ -208,7 +208,7 @@ class Scrub:
         return f"Scrub.{self.kind}({what!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__
 class Rules:
     """What matching ignores and what is scrubbed before writing; see the module docstring."""
 

@@ -115,18 +115,25 @@ class PytestAdvice(Advice):
 # --- configuration -------------------------------------------------------------------------
 
 
-@dataclass
+# The plugin's records are plain slotted classes, and `_State` a dataclass without the
+# comparison nobody makes: defining a dataclass costs about a millisecond, which every pytest run
+# of every project with the plugin installed would pay.
+
+
 class _Written:
     """What a run wrote into one cassette."""
 
-    folder: str
-    appended: int = 0
-    rerecorded: bool = False
-    #: A re-recording was dropped because its test failed (the old file was kept).
-    discarded: bool = False
+    __slots__ = ("appended", "discarded", "folder", "rerecorded")
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.appended = 0
+        self.rerecorded = False
+        #: A re-recording was dropped because its test failed (the old file was kept).
+        self.discarded = False
 
 
-@dataclass
+@dataclass(eq=False)
 class _State:
     """The plugin's per-session state, kept in `config.stash`."""
 
@@ -361,10 +368,14 @@ class Tracked(Protocol):
     def close(self, *, failed: bool = False) -> None: ...
 
 
-@dataclass
 class _Opened:
-    transport: Tracked
-    assert_all_played: bool
+    """A transport the factory opened, and whether its test must play every exchange."""
+
+    __slots__ = ("assert_all_played", "transport")
+
+    def __init__(self, transport: Tracked, assert_all_played: bool) -> None:
+        self.transport = transport
+        self.assert_all_played = assert_all_played
 
 
 class CassetteFactory:
