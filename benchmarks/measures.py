@@ -65,8 +65,14 @@ def _import_for(tool: str) -> None:
 
 
 @contextlib.contextmanager
-def replaying(tool: str, path: str, *, asynchronous: bool = False) -> Iterator[Any]:
-    """A client (sync or async) that replays `path` with `tool`, the cassette already open."""
+def replaying(
+    tool: str, path: str, *, asynchronous: bool = False, streamed: bool = False
+) -> Iterator[Any]:
+    """A client (sync or async) that replays `path` with `tool`, the cassette already open.
+
+    The floor answers with a response read in advance, ``Response(content=...)``, or with
+    `streamed` one whose body the client reads as it reads a live one (and a replayed one),
+    ``Response(stream=ByteStream(...))``."""
     import httpx
 
     cls = httpx.AsyncClient if asynchronous else httpx.Client
@@ -86,6 +92,8 @@ def replaying(tool: str, path: str, *, asynchronous: bool = False) -> Iterator[A
         status, headers, body = _recorded_response(path)
 
         def answer(request: Any) -> Any:
+            if streamed:
+                return httpx.Response(status, headers=headers, stream=httpx.ByteStream(body))
             return httpx.Response(status, headers=headers, content=body)
 
         yield cls(transport=httpx.MockTransport(answer))
@@ -216,9 +224,12 @@ def replay(tool: str, path: str, base: str, count: int, asynchronous: bool) -> d
     return {"per_request_s": asyncio.run(go()) / (count - 1)}
 
 
-def replay_alternating(path: str, base: str, count: int, asynchronous: bool) -> dict[str, Any]:
+def replay_alternating(
+    path: str, base: str, count: int, asynchronous: bool, streamed_floor: bool = False
+) -> dict[str, Any]:
     """Measure 1 in one process: sakura-http and the floor replay the same GETs in alternating
     blocks, each block's two times taken a moment apart; the median of the blocks' ratios.
+    `streamed_floor`: the floor's response body is read by the client (see `replaying`).
 
     A process's speed varies by 10-20% from one process to the next on a shared VM, more than
     the overhead measured; within one process it drifts slowly, so neighbouring blocks see the
@@ -229,13 +240,16 @@ def replay_alternating(path: str, base: str, count: int, asynchronous: bool) -> 
     ratios: list[float] = []
     for _ in range(5):  # five passes, each with fresh clients (a cassette replays once)
         if not asynchronous:
-            with replaying("floor", path) as floor, replaying("sakura-http", path) as sakura:
+            with (
+                replaying("floor", path, streamed=streamed_floor) as floor,
+                replaying("sakura-http", path) as sakura,
+            ):
                 ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
             continue
 
         async def go() -> None:  # `_alternate`, awaiting each request
             with (
-                replaying("floor", path, asynchronous=True) as floor,
+                replaying("floor", path, asynchronous=True, streamed=streamed_floor) as floor,
                 replaying("sakura-http", path, asynchronous=True) as sakura,
             ):
                 clients = {"floor": floor, "sakura-http": sakura}
