@@ -12,6 +12,7 @@ second process that tries to re-record the same cassette at the same time is ref
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections.abc import Iterator, Mapping
@@ -110,12 +111,14 @@ def load_cassette(path: str | os.PathLike[str]) -> CassetteContent:
         return CassetteContent(header={}, exchanges=[], line_numbers=[])
     except IsADirectoryError:
         raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None
-    parser = CassetteParser(path)
+    # Parsed as it is read, under the shared lock: the file is never held whole, and a long
+    # body is read apart from its line, once (the parser's `read_at`; see CassetteParser).
+    parser = CassetteParser(path, functools.partial(_read_at, fd))
     try:
-        # Parsed as it is read, under the shared lock: the file is never held whole, and a
-        # line longer than a block is let go as soon as it is decoded (see CassetteParser).
         with _shared(fd):
-            while block := os.read(fd, _READ_BLOCK):
+            offset = 0
+            while block := _read_at(fd, offset, _READ_BLOCK):
+                offset += len(block)
                 parser.feed(block)
     except IsADirectoryError:
         raise CassetteFormatError(path, None, "is a directory, not a cassette file") from None

@@ -25,7 +25,8 @@ import base64
 import binascii
 import dataclasses
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -528,32 +529,64 @@ def decode_exchange(
         raise _line_error(path, number, exc) from None
 
 
+#: A line held past this many bytes is looked at for a long string to cut out (CassetteParser).
+_LONG_STRING = 1 << 20
+
+
 class CassetteParser:
     """Parse a cassette from its bytes, fed in pieces of any size as they are read.
 
     Sans I/O: the caller reads (`load_cassette` a block at a time, under the file's shared
     lock) and calls `feed(data)`, then `close()`, which returns the `CassetteContent`.  A line is
-    decoded as soon as its newline arrives, and a line longer than the pieces is let go as soon
-    as it is decoded, before its bodies are encoded: a 16 MiB body is held as the line's bytes
-    and its text, then as its text and the body's bytes, never as all three.  Every problem
-    raises `CassetteFormatError` naming the line, in the order of the lines; `close()` reports a
-    last line without its newline (a torn write), as `iter_lines` does.
+    decoded as soon as its newline arrives.  Every problem raises `CassetteFormatError` naming
+    the line, in the order of the lines; `close()` reports a last line without its newline (a
+    torn write), as `iter_lines` does.
+
+    A long line is never held with its text: given `read_at(offset, size)` (the file's bytes
+    there), a line that grows past `long_string` bytes while inside a string with no escape (a
+    large text body) is held without that string, which is read from the file, as the body's
+    bytes, once the line ends (a JSON string with no escape is its text's UTF-8), so a 16 MiB body
+    is held once; the rest of the line is decoded with a marker in the string's place.  Anything
+    unusual about such a line (an escape after all, the string in a field other than a body, a
+    line the fast decoder refuses) reads the line again whole and decodes it as any other, so the
+    result and every error are the same as without `read_at` (tests/test_format.py).  Without
+    `read_at` a long line is held whole, then as its text, then as its bodies' bytes.
     """
 
     __slots__ = (
-        "_decode_line", "_exchanges", "_from_line", "_header", "_number", "_numbers", "_path",
-        "_pending", "_refused", "_shared",
+        "_checked", "_decode_line", "_exchanges", "_fed", "_from_line", "_header", "_holes",
+        "_in_string", "_is_string_content", "_line_start", "_long", "_marker", "_number",
+        "_numbers", "_path", "_pending", "_pending_size", "_read_at", "_refused", "_reread",
+        "_shared",
     )  # fmt: skip
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        from ._format_fast import DecodeError, decode_line, from_line  # msgspec, when needed
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        read_at: Callable[[int, int], bytes] | None = None,
+        *,
+        long_string: int = _LONG_STRING,
+    ) -> None:
+        from ._format_fast import DecodeError, decode_line, from_line, is_string_content
 
         self._decode_line = decode_line
         self._from_line = from_line
+        self._is_string_content = is_string_content
         self._refused = DecodeError
         self._path = path
+        self._read_at = read_at
+        self._long = long_string
         self._number = 0  # lines seen whole
+        self._fed = 0  # bytes fed before the current piece: the file offset of its first byte
         self._pending: list[bytes | memoryview] = []  # a line whose newline has not come yet
+        self._pending_size = 0  # its bytes since its last string cut out
+        self._line_start = 0  # its file offset
+        self._checked = False  # looked at for a string to cut out (since the last cut out)
+        self._in_string = -1  # the file offset of the string being cut out, or -1
+        self._holes: list[tuple[int, int]] = []  # the (offset, size) of each string cut out
+        self._reread = False  # the pending line is read again whole from the file when it ends
+        # The text put in place of a string cut out: one no line holds (a random marker).
+        self._marker = "\x00sakura-http:" + os.urandom(8).hex() + ":"
         self._header: dict[str, Any] | None = None
         self._exchanges: list[Exchange] = []
         self._numbers: list[int] = []
@@ -565,20 +598,11 @@ class CassetteParser:
             return
         view = memoryview(data)
         start = 0
-        if self._pending:  # a line begun in earlier data
-            end = data.find(b"\n")
-            if end == -1:
-                self._pending.append(view)
+        if self._pending or self._reread:  # a line begun in earlier data
+            start = self._continue(data, view)
+            if start == -1:
+                self._fed += len(data)
                 return
-            self._pending.append(view[:end])
-            line = b"".join(self._pending)
-            self._pending = []
-            self._number += 1
-            if line[0] in _JSON_START or line.strip():
-                item = self._decode(line, self._number)
-                del line  # a long line is freed before `_add` encodes its bodies
-                self._add(item, self._number)
-            start = end + 1
         number = self._number
         find = data.find
         while (end := find(b"\n", start)) != -1:
@@ -590,14 +614,115 @@ class CassetteParser:
         self._number = number
         if start < len(data):
             self._pending.append(view[start:])
+            self._pending_size = len(data) - start
+            self._line_start = self._fed + start
+        self._fed += len(data)
 
     def close(self) -> CassetteContent:
         """The parsed cassette; a last line without its newline raises `CassetteFormatError`."""
-        if b"".join(self._pending).strip():
+        if self._reread or b"".join(self._pending).strip():
             raise _torn_line(self._path, self._number + 1)
         return CassetteContent(
             header=self._header or {}, exchanges=self._exchanges, line_numbers=self._numbers
         )
+
+    def _continue(self, data: bytes, view: memoryview) -> int:
+        """Go on with the pending line: where the rest of `data` starts, -1 if it goes on."""
+        start = 0
+        if self._in_string != -1:
+            quote = data.find(b'"')
+            inside = len(data) if quote == -1 else quote
+            if data.find(b"\\", 0, inside) != -1 or data.find(b"\n", 0, inside) != -1:
+                self._pending, self._holes, self._in_string = [], [], -1
+                self._reread = True  # an escape after all (or no end): read the line again
+            elif quote == -1:
+                return -1
+            else:
+                self._holes.append((self._in_string, self._fed + quote - self._in_string))
+                self._in_string = -1
+                self._checked = False
+                self._pending_size = 0
+                start = quote
+        end = data.find(b"\n", start)
+        if end == -1:
+            if not self._reread:
+                self._pending.append(view[start:])
+                self._pending_size += len(data) - start
+                if self._pending_size > self._long and not self._checked:
+                    self._cut_string(self._fed + len(data))
+            return -1
+        self._number += 1
+        holes, self._holes = self._holes, []
+        span = (self._line_start, self._fed + end - self._line_start)
+        if self._reread:
+            self._reread = False
+            line = self._read_line(span)
+        else:
+            self._pending.append(view[start:end])
+            line = b"".join(self._pending)
+        self._pending = []
+        self._checked = False
+        if line[0] in _JSON_START or line.strip():
+            if holes:
+                self._add_cut(line, holes, span)
+            else:
+                item = self._decode(line, self._number)
+                del line  # a long line is freed before `_add` encodes its bodies
+                self._add(item, self._number)
+        return end + 1
+
+    def _cut_string(self, end: int) -> None:
+        """If the pending line (ending at file offset `end`) is inside a string with no escape
+        so far, hold it without the string from now on (see the class)."""
+        self._checked = True
+        if self._read_at is None or self._header is None:  # (the header line is kept whole)
+            return
+        line = b"".join(self._pending)
+        self._pending = [line]
+        quote = _open_string(line)
+        if quote == -1:
+            return
+        self._in_string = end - (len(line) - quote - 1)
+        marker = orjson.dumps(self._marker + str(len(self._holes)))[1:-1]
+        self._pending = [line[: quote + 1], marker]
+
+    def _add_cut(self, line: bytes, holes: list[tuple[int, int]], span: tuple[int, int]) -> None:
+        """Finish a line held without its long strings (see the class)."""
+        try:
+            item: Line | None = self._decode_line(line)
+        except self._refused:
+            item = None
+        del line
+        bodies = None if item is None else self._bodies(item, holes)
+        if item is not None and bodies is not None:
+            self._add(item, self._number, bodies.get("body"), bodies.get("response_body"))
+            return
+        # Anything unusual: the line again, whole, decoded (and any problem named) as any line.
+        whole = self._decode(self._read_line(span), self._number)
+        self._add(whole, self._number)
+
+    def _bodies(self, item: Line, holes: list[tuple[int, int]]) -> dict[str, bytes] | None:
+        """The bodies the strings cut out of `item`'s line are, by field; None when one of them
+        is not a body, or its bytes are not its text's UTF-8."""
+        bodies = {}
+        for index, (offset, size) in enumerate(holes):
+            marker = f"{self._marker}{index}"
+            field = "body" if item.body == marker else "response_body"
+            string = self._read_string(offset, size) if getattr(item, field) == marker else None
+            if string is None:
+                return None
+            bodies[field] = string
+        return bodies
+
+    def _read_line(self, span: tuple[int, int]) -> bytes:
+        assert self._read_at is not None  # a line is only cut with a reader
+        return self._read_at(*span)
+
+    def _read_string(self, offset: int, size: int) -> bytes | None:
+        """The bytes of a string cut out, when they are its text's UTF-8 as they are."""
+        assert self._read_at is not None
+        data = self._read_at(offset, size)
+        return data if len(data) == size and self._is_string_content(data) else None
 
     def _decode(self, line: bytes | memoryview, number: int) -> Line | Exchange | None:
         """Check the header line (None), or decode an exchange line: a common one by msgspec
@@ -611,16 +736,45 @@ class CassetteParser:
         except self._refused:  # an unusual or malformed line
             return decode_exchange(line, self._path, number)
 
-    def _add(self, item: Line | Exchange | None, number: int) -> None:
+    def _add(
+        self,
+        item: Line | Exchange | None,
+        number: int,
+        body: bytes | None = None,
+        payload: bytes | None = None,
+    ) -> None:
         if item is None:
             return
         if not isinstance(item, Exchange):
             try:
-                item = self._from_line(item, self._shared)
+                item = self._from_line(item, self._shared, body, payload)
             except _Bad as exc:
                 raise _line_error(self._path, number, exc) from None
         self._exchanges.append(item)
         self._numbers.append(number)
+
+
+#: A JSON string (its escapes included), as it starts at a quote.  Each run of plain characters
+#: is matched once, as a lookahead's group (`(?=(...))\1`, an atomic group): a string that does
+#: not end where the match may look fails at once, where backtracking would cost each character.
+_STRING = re.compile(rb'"(?=([^"\\]*))\1(?:\\.(?=([^"\\]*))\2)*"', re.DOTALL)
+
+
+def _open_string(line: bytes) -> int:
+    """Where the string with no escape that `line` ends inside of opens (its quote), or -1.
+
+    Such a string holds no quote, so it opens at the last quote, and only the part before it is
+    tokenized: outside a string a quote opens one, inside one an unescaped quote closes it."""
+    last = line.rfind(b'"')
+    if last == -1 or line.find(b"\\", last) != -1:
+        return -1
+    start = 0
+    while (quote := line.find(b'"', start, last)) != -1:
+        string = _STRING.match(line, quote, last)  # a string closed before the last quote
+        if string is None:
+            return -1  # the last quote closes a string (or is escaped): not one with no escape
+        start = string.end()
+    return last
 
 
 def parse_cassette(data: bytes, path: str | os.PathLike[str]) -> CassetteContent:

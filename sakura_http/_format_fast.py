@@ -16,7 +16,7 @@ from msgspec import DecodeError
 
 from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings, new_exchange
 
-__all__ = ["DecodeError", "Line", "decode_line", "from_line"]
+__all__ = ["DecodeError", "Line", "decode_line", "from_line", "is_string_content"]
 
 #: An integer msgspec holds as orjson does: orjson reads one beyond 64 bits as a float, which
 #: the strict decoder refuses as a chunk size, so the fast path leaves any beyond 63 bits to it.
@@ -67,17 +67,25 @@ def _lower(pairs: Headers) -> Headers:
 _name = operator.itemgetter(0)
 
 
-def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
+def from_line(
+    line: Line,
+    shared: dict[Headers, Headers],
+    body: bytes | None = None,
+    payload: bytes | None = None,
+) -> Exchange:
     """The exchange of a line `decode_line` accepted; raises `_Bad` where `_format._exchange` would.
 
     A client sends the same request headers again and again: `shared` keeps one tuple of each,
-    so the cassette holds one copy and matching computes each tuple's match headers once."""
+    so the cassette holds one copy and matching computes each tuple's match headers once.
+    `body` and `payload`, when given, are the request and response bodies (the UTF-8 of the
+    line's `body` and `response_body`), read apart from the line (`CassetteParser`)."""
     headers = shared.get(line.headers)
     if headers is None:
         headers = shared[line.headers] = _lower(line.headers)
     response_headers = _lower(line.response_headers)
     _check_names(response_headers)
-    payload = line.response_body.encode()
+    if payload is None:
+        payload = line.response_body.encode()
     chunks = timings = None
     if line.chunks is not msgspec.UNSET:
         chunks = line.chunks
@@ -89,7 +97,7 @@ def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
         line.method,
         line.url,
         headers,
-        line.body.encode(),
+        line.body.encode() if body is None else body,
         line.status,
         response_headers,
         payload,
@@ -99,3 +107,28 @@ def from_line(line: Line, shared: dict[Headers, Headers]) -> Exchange:
         "utf-8",
         line.id,
     )
+
+
+_decode_string = msgspec.json.Decoder(str).decode
+_PIECE = 1 << 20
+
+
+def is_string_content(data: bytes) -> bool:
+    """Whether `data` is, as it is, the inside of a JSON string: no escape, no quote, no control
+    character, valid UTF-8 (as `decode_line` checks a string).  Its text is then exactly its
+    UTF-8.  Checked a piece at a time, so no text of the whole is ever made."""
+    if b"\\" in data or b'"' in data:
+        return False
+    view = memoryview(data)
+    start, size = 0, len(data)
+    while start < size:
+        end = min(start + _PIECE, size)
+        for _ in range(3):  # a piece ends where a character starts (continuation bytes: 10xxxxxx)
+            if end < size and 0x80 <= data[end] < 0xC0:
+                end += 1
+        try:
+            _decode_string(b'"' + view[start:end] + b'"')
+        except DecodeError:
+            return False
+        start = end
+    return True

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sakura_http import CassetteFormatError
+from sakura_http._cassette import load_cassette
 from sakura_http._format import (
     CassetteContent,
     CassetteParser,
@@ -351,12 +352,14 @@ _TEXTS: dict[str, list[bytes]] = {
     "other": [b"1", b'{"a":[1]}'],
 }  # fmt: skip
 _COMMON = ["method", "url", "headers", "body", "status", "response_headers", "response_body"]
+_STRING_FIELDS = {"method", "url", "body", "response_body", "id", "body_b64", "response_body_b64"}
 
 
 @st.composite
-def _spelled(draw: st.DrawFn) -> bytes:
+def _spelled(draw: st.DrawFn, long_texts: tuple[bytes, ...] = ()) -> bytes:
     # Mostly the common fields spelled well (else the fast path is seldom tried), now and then
-    # one missing or odd, then a few more fields (or the same again).
+    # one missing or odd, then a few more fields (or the same again).  With `long_texts`, a
+    # string field is often one of them.
     keys = [key for key in _COMMON if draw(st.integers(0, 19))]
     keys += draw(st.lists(st.sampled_from(sorted(_TEXTS)), max_size=3))
     members = []
@@ -364,6 +367,8 @@ def _spelled(draw: st.DrawFn) -> bytes:
         texts = _TEXTS[key]
         good = key in _COMMON and draw(st.integers(0, 5))
         text = texts[0] if good else draw(st.sampled_from(texts))
+        if long_texts and key in _STRING_FIELDS and draw(st.booleans()):
+            text = draw(st.sampled_from(long_texts))
         members.append(b'"%s":%s' % (key.encode(), text))
     space = draw(st.sampled_from([b"", b" ", b"\t", b"\r"]))
     return b"{" + (b"," + space).join(members) + b"}" + draw(st.sampled_from([b"", b" ", b"x"]))
@@ -525,3 +530,154 @@ def test_feeding_any_pieces_parses_as_the_whole(parts: list[bytes], cuts: list[i
         return parser.close()
 
     assert _outcome(in_pieces) == _outcome(lambda: parse_cassette(data, P))
+
+
+# Long strings, as a line may hold them (the parser below cuts out those it is inside of when
+# the line passes 100 bytes, the first after the url): text
+# with no escape (cut out, read apart), and every kind that must not be (escapes, a control
+# character, invalid UTF-8, a surrogate, no end), each of which must parse as the whole line.
+_LONG_TEXTS = (
+    b'"' + b"x" * 200 + b'"',
+    b'"' + "\u00e9\u20ac\U0001f600".encode() * 30 + b'"',
+    b'"' + b'a\\"b' * 60 + b'"',
+    b'"' + b"x" * 200 + b'\\u00e9"',
+    b'"' + b"x" * 200 + b'\\\\"',
+    b'"' + b"y" * 200 + b'\x01"',
+    b'"' + b"z" * 200 + b'\xff"',
+    b'"' + b"\xed\xa0\x80" * 70 + b'"',
+    b'"' + b"w" * 200,
+)
+
+
+def _in_pieces(data: bytes, cuts: list[int], **options: object) -> Callable[[], CassetteContent]:
+    def parse() -> CassetteContent:
+        parser = CassetteParser(P, **options)  # type: ignore[arg-type]
+        bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
+        for start, end in itertools.pairwise(bounds):
+            parser.feed(data[start:end])
+        return parser.close()
+
+    return parse
+
+
+@st.composite
+def _common_with_long(draw: st.DrawFn) -> bytes:
+    # A common line (the fast path's) whose bodies are long strings of any kind, now and then
+    # with a body given twice, before or after.
+    texts = st.sampled_from((b'""', b'"ab"', *_LONG_TEXTS))
+    twice = draw(st.sampled_from([b"", b'"body":"x",', b'"response_body":"y",']))
+    line = b"{%s%s}" % (
+        twice if draw(st.booleans()) else b"",
+        b",".join(
+            [
+                b'"method":"GET","url":"https://api.example.test/x","headers":[["a","b"]]',
+                b'"body":' + draw(texts),
+                b'"status":200,"response_headers":[]',
+                b'"response_body":' + draw(texts),
+            ]
+        ),
+    )
+    return line if not twice or draw(st.booleans()) else line[:-1] + b"," + twice[:-1] + b"}"
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    line=_common_with_long() | _spelled(_LONG_TEXTS),
+    more=st.sampled_from([b"", orjson.dumps(_VALID) + b"\n", b"{bad\n"]),
+    step=st.integers(1, 60),
+    cuts=st.lists(st.integers(0, 2000), max_size=6),
+    newline=st.booleans(),
+)
+def test_a_long_string_read_apart_parses_as_the_whole_line(
+    line: bytes, more: bytes, step: int, cuts: list[int], newline: bool
+) -> None:
+    data = HEADER + line + (b"\n" + more if newline else b"")
+    cuts = [*range(0, len(data), step), *cuts]
+
+    def read_at(offset: int, size: int) -> bytes:
+        return data[offset : offset + size]
+
+    apart = _in_pieces(data, cuts, read_at=read_at, long_string=100)
+    assert _outcome(apart) == _outcome(lambda: parse_cassette(data, P))
+
+
+def test_a_long_body_is_read_apart_once_and_the_line_never_whole() -> None:
+    body, payload = b"q" * 5000, "\u00e9".encode() * 3000
+    line = encode_exchange(
+        Exchange("POST", "https://api.example.test/", body=body, response_body=payload)
+    )
+    data = HEADER + line + encode_exchange(Exchange("GET", "https://api.example.test/"))
+    reads: list[tuple[int, int]] = []
+
+    def read_at(offset: int, size: int) -> bytes:
+        reads.append((offset, size))
+        return data[offset : offset + size]
+
+    content = _in_pieces(data, list(range(0, len(data), 100)), read_at=read_at, long_string=300)()
+    assert reads == [(data.index(body), len(body)), (data.index(payload), len(payload))]
+    assert [e.body for e in content.exchanges] == [body, b""]
+    assert [e.response_body for e in content.exchanges] == [payload, b""]
+    assert content == parse_cassette(data, P)
+
+
+def test_a_long_body_with_escapes_is_read_as_any_line() -> None:
+    body = b'{"k": "v"}' * 500
+    data = HEADER + encode_exchange(
+        Exchange("GET", "https://api.example.test/", response_body=body)
+    )
+    reads: list[tuple[int, int]] = []
+
+    def read_at(offset: int, size: int) -> bytes:
+        reads.append((offset, size))
+        return data[offset : offset + size]
+
+    content = _in_pieces(data, list(range(0, len(data), 100)), read_at=read_at, long_string=300)()
+    assert reads == []  # not cut out: held whole, as without a reader
+    assert content.exchanges[0].response_body == body
+
+
+def test_a_string_of_the_marker_s_shape_is_not_taken_for_one() -> None:
+    # The marker is random per parser: a body spelled like one is kept as written.
+    parser = CassetteParser(P, read_at=lambda offset, size: b"", long_string=8)
+    text = parser._marker + "0"
+    line = encode_exchange(
+        Exchange("GET", "https://api.example.test/", response_body=text.encode())
+    )
+    parser.feed(HEADER + line)
+    assert parser.close().exchanges[0].response_body == text.encode()
+    assert CassetteParser(P)._marker != parser._marker
+
+
+@settings(max_examples=500, deadline=None)
+@given(data=st.binary(max_size=40) | st.text(max_size=20).map(str.encode), piece=st.integers(1, 9))
+def test_string_content_is_checked_in_pieces_as_a_whole_string(data: bytes, piece: int) -> None:
+    import msgspec
+
+    from sakura_http import _format_fast
+
+    try:
+        whole = b"\\" not in data and msgspec.json.decode(b'"' + data + b'"', type=str) is not None
+    except msgspec.DecodeError:
+        whole = False
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_format_fast, "_PIECE", piece)
+        assert _format_fast.is_string_content(data) == whole
+
+
+def test_loading_a_file_with_long_bodies_reads_them_apart(tmp_path: Path) -> None:
+    # At the real threshold, through the file: a line after a body read apart is read from
+    # where the reading left off.
+    plain, escaped = b"p" * (3 << 20), b'{"k": "\\u00e9"}' * (1 << 18)
+    exchanges = [
+        Exchange("GET", "https://api.example.test/1", response_body=b"one"),
+        Exchange("GET", "https://api.example.test/2", response_body=plain, body=plain[:7]),
+        Exchange("GET", "https://api.example.test/3", response_body=escaped),
+        Exchange("POST", "https://api.example.test/4", body=plain),
+        Exchange("GET", "https://api.example.test/5", response_body=b"five"),
+    ]
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(HEADER + b"".join(map(encode_exchange, exchanges)))
+    content = load_cassette(path)
+    assert content.exchanges == exchanges
+    assert content.line_numbers == [2, 3, 4, 5, 6]
+    assert content == parse_cassette(path.read_bytes(), path)
