@@ -25,7 +25,6 @@ import base64
 import binascii
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -556,8 +555,8 @@ class CassetteParser:
     __slots__ = (
         "_checked", "_decode_line", "_exchanges", "_fed", "_from_line", "_header", "_holes",
         "_in_string", "_is_string_content", "_line_start", "_long", "_marker", "_number",
-        "_numbers", "_path", "_pending", "_pending_size", "_read_at", "_refused", "_reread",
-        "_shared",
+        "_numbers", "_open_string", "_path", "_pending", "_pending_size", "_read_at", "_refused",
+        "_reread", "_shared",
     )  # fmt: skip
 
     def __init__(
@@ -567,11 +566,18 @@ class CassetteParser:
         *,
         long_string: int = _LONG_STRING,
     ) -> None:
-        from ._format_fast import DecodeError, decode_line, from_line, is_string_content
+        from ._format_fast import (
+            DecodeError,
+            decode_line,
+            from_line,
+            is_string_content,
+            open_string,
+        )
 
         self._decode_line = decode_line
         self._from_line = from_line
         self._is_string_content = is_string_content
+        self._open_string = open_string
         self._refused = DecodeError
         self._path = path
         self._read_at = read_at
@@ -679,7 +685,7 @@ class CassetteParser:
             return
         line = b"".join(self._pending)
         self._pending = [line]
-        quote = _open_string(line)
+        quote = self._open_string(line)
         if quote == -1:
             return
         self._in_string = end - (len(line) - quote - 1)
@@ -752,29 +758,6 @@ class CassetteParser:
                 raise _line_error(self._path, number, exc) from None
         self._exchanges.append(item)
         self._numbers.append(number)
-
-
-#: A JSON string (its escapes included), as it starts at a quote.  Each run of plain characters
-#: is matched once, as a lookahead's group (`(?=(...))\1`, an atomic group): a string that does
-#: not end where the match may look fails at once, where backtracking would cost each character.
-_STRING = re.compile(rb'"(?=([^"\\]*))\1(?:\\.(?=([^"\\]*))\2)*"', re.DOTALL)
-
-
-def _open_string(line: bytes) -> int:
-    """Where the string with no escape that `line` ends inside of opens (its quote), or -1.
-
-    Such a string holds no quote, so it opens at the last quote, and only the part before it is
-    tokenized: outside a string a quote opens one, inside one an unescaped quote closes it."""
-    last = line.rfind(b'"')
-    if last == -1 or line.find(b"\\", last) != -1:
-        return -1
-    start = 0
-    while (quote := line.find(b'"', start, last)) != -1:
-        string = _STRING.match(line, quote, last)  # a string closed before the last quote
-        if string is None:
-            return -1  # the last quote closes a string (or is escaped): not one with no escape
-        start = string.end()
-    return last
 
 
 def parse_cassette(data: bytes, path: str | os.PathLike[str]) -> CassetteContent:

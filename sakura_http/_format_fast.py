@@ -1,4 +1,5 @@
-"""The fast path of loading a cassette: the common exchange line, decoded by msgspec.
+"""The fast path of loading a cassette: the common exchange line, decoded by msgspec, and the
+long strings `CassetteParser` reads apart from their line.
 
 Part of `_format.py` (which owns the format), kept apart so that msgspec is imported when the
 first cassette is opened, not with the package.  `CassetteParser` decodes each exchange line with
@@ -9,6 +10,7 @@ decoder (`_format._exchange`), which names the problem.
 from __future__ import annotations
 
 import operator
+import re
 from typing import Annotated
 
 import msgspec
@@ -16,7 +18,7 @@ from msgspec import DecodeError
 
 from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings, new_exchange
 
-__all__ = ["DecodeError", "Line", "decode_line", "from_line", "is_string_content"]
+__all__ = ["DecodeError", "Line", "decode_line", "from_line", "is_string_content", "open_string"]
 
 #: An integer msgspec holds as orjson does: orjson reads one beyond 64 bits as a float, which
 #: the strict decoder refuses as a chunk size, so the fast path leaves any beyond 63 bits to it.
@@ -132,3 +134,26 @@ def is_string_content(data: bytes) -> bool:
             return False
         start = end
     return True
+
+
+#: A JSON string (its escapes included), as it starts at a quote.  Each run of plain characters
+#: is matched once, as a lookahead's group (`(?=(...))\1`, an atomic group): a string that does
+#: not end where the match may look fails at once, where backtracking would cost each character.
+_STRING = re.compile(rb'"(?=([^"\\]*))\1(?:\\.(?=([^"\\]*))\2)*"', re.DOTALL)
+
+
+def open_string(line: bytes) -> int:
+    """Where the string with no escape that `line` ends inside of opens (its quote), or -1.
+
+    Such a string holds no quote, so it opens at the last quote, and only the part before it is
+    tokenized: outside a string a quote opens one, inside one an unescaped quote closes it."""
+    last = line.rfind(b'"')
+    if last == -1 or line.find(b"\\", last) != -1:
+        return -1
+    start = 0
+    while (quote := line.find(b'"', start, last)) != -1:
+        string = _STRING.match(line, quote, last)  # a string closed before the last quote
+        if string is None:
+            return -1  # the last quote closes a string (or is escaped): not one with no escape
+        start = string.end()
+    return last
