@@ -541,15 +541,16 @@ class CassetteParser:
     the line, in the order of the lines; `close()` reports a last line without its newline (a
     torn write), as `iter_lines` does.
 
-    A long line is never held with its text: given `read_at(offset, size)` (the file's bytes
-    there), a line that grows past `long_string` bytes while inside a string with no escape (a
-    large text body) is held without that string, which is read from the file, as the body's
-    bytes, once the line ends (a JSON string with no escape is its text's UTF-8), so a 16 MiB body
-    is held once; the rest of the line is decoded with a marker in the string's place.  Anything
-    unusual about such a line (an escape after all, the string in a field other than a body, a
-    line the fast decoder refuses) reads the line again whole and decodes it as any other, so the
-    result and every error are the same as without `read_at` (tests/test_format.py).  Without
-    `read_at` a long line is held whole, then as its text, then as its bodies' bytes.
+    A large text body is held once: given `read_at(offset, size)` (the file's bytes there), a
+    line that grows past `long_string` bytes while inside a string with no escape so far is held
+    without that string, which is read from the file as the body's bytes once the line ends (a
+    JSON string with no escape is its text's UTF-8); the rest of the line is decoded with a
+    marker in the string's place.  Anything unusual about such a line (an escape after all, the
+    string in a field other than a body, a line the fast decoder refuses) reads the line again
+    whole and decodes it as any other, so the result and every error are the same as without
+    `read_at` (tests/test_format.py).  A line is looked at once when it passes `long_string`
+    bytes, and again after each string cut out of it.  Any other long line (a body with escapes,
+    a base64 one, or no `read_at`) is held whole, then with its text, then with its bodies' bytes.
     """
 
     __slots__ = (
