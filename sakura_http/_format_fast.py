@@ -136,6 +136,8 @@ def is_string_content(data: bytes) -> bool:
     return True
 
 
+_WHITESPACE = frozenset(b" \t\r\n")
+_COLON = ord(":")
 #: A JSON string (its escapes included), as it starts at a quote.  Each run of plain characters
 #: is matched once, as a lookahead's group (`(?=(...))\1`, an atomic group): a string that does
 #: not end where the match may look fails at once, where backtracking would cost each character.
@@ -143,12 +145,20 @@ _STRING = re.compile(rb'"(?=([^"\\]*))\1(?:\\.(?=([^"\\]*))\2)*"', re.DOTALL)
 
 
 def open_string(line: bytes) -> int:
-    """Where the string with no escape that `line` ends inside of opens (its quote), or -1.
+    """Where the string with no escape that `line` ends inside of opens (its quote), or -1
+    (also when that string is not a member's value, so cannot be a body).
 
     Such a string holds no quote, so it opens at the last quote, and only the part before it is
-    tokenized: outside a string a quote opens one, inside one an unescaped quote closes it."""
+    tokenized: outside a string a quote opens one, inside one an unescaped quote closes it.  A
+    value's quote follows a colon: the last quote of a long line with escapes (a JSON body's
+    `\\"`) is refused by that alone, before the line is tokenized."""
     last = line.rfind(b'"')
     if last == -1 or line.find(b"\\", last) != -1:
+        return -1
+    before = last - 1
+    while before >= 0 and line[before] in _WHITESPACE:
+        before -= 1
+    if before < 0 or line[before] != _COLON:
         return -1
     start = 0
     while (quote := line.find(b'"', start, last)) != -1:

@@ -681,3 +681,23 @@ def test_loading_a_file_with_long_bodies_reads_them_apart(tmp_path: Path) -> Non
     assert content.exchanges == exchanges
     assert content.line_numbers == [2, 3, 4, 5, 6]
     assert content == parse_cassette(path.read_bytes(), path)
+
+
+@pytest.mark.parametrize(
+    ("line", "opens"),
+    [
+        (b'{"a":"xyz', 5),
+        (b'{"a": \t"xyz', 7),
+        (b'{"a":"b","c":"xyz', 13),
+        (b'{"a":"x\\"yz', -1),  # an escape in the string: not cut out
+        (b'{"a":["xyz', -1),  # not a member's value, so not a body
+        (b'{"a":"b:"', -1),  # the last quote closes a string
+        (b'{"a":"b\\\\":"xyz', 11),  # the string before ends in an escaped backslash
+        (b'{"a":"b\\\\","c":"xyz', 15),
+        (b'{"a":1}', -1),
+    ],
+)
+def test_the_string_a_long_line_ends_inside_of(line: bytes, opens: int) -> None:
+    from sakura_http._format_fast import open_string
+
+    assert open_string(line) == opens
