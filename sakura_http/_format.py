@@ -557,7 +557,7 @@ class CassetteParser:
         "_checked", "_decode_line", "_exchanges", "_fed", "_from_line", "_header", "_holes",
         "_in_string", "_is_string_content", "_line_start", "_long", "_marker", "_number",
         "_numbers", "_open_string", "_path", "_pending", "_pending_size", "_read_at", "_refused",
-        "_reread", "_shared",
+        "_reread", "_shared", "_tail",
     )  # fmt: skip
 
     def __init__(
@@ -587,6 +587,7 @@ class CassetteParser:
         self._fed = 0  # bytes fed before the current piece: the file offset of its first byte
         self._pending: list[bytes | memoryview] = []  # a line whose newline has not come yet
         self._pending_size = 0  # its bytes since its last string cut out
+        self._tail = 0  # where those start in `_pending` (after the part already looked at)
         self._line_start = 0  # its file offset
         self._checked = False  # looked at for a string to cut out (since the last cut out)
         self._in_string = -1  # the file offset of the string being cut out, or -1
@@ -640,7 +641,7 @@ class CassetteParser:
             quote = data.find(b'"')
             inside = len(data) if quote == -1 else quote
             if data.find(b"\\", 0, inside) != -1 or data.find(b"\n", 0, inside) != -1:
-                self._pending, self._holes, self._in_string = [], [], -1
+                self._pending, self._holes, self._in_string, self._tail = [], [], -1, 0
                 self._reread = True  # an escape after all (or no end): read the line again
             elif quote == -1:
                 return -1
@@ -649,6 +650,7 @@ class CassetteParser:
                 self._in_string = -1
                 self._checked = False
                 self._pending_size = 0
+                self._tail = len(self._pending)  # from the string's closing quote on
                 start = quote
         end = data.find(b"\n", start)
         if end == -1:
@@ -668,6 +670,7 @@ class CassetteParser:
             self._pending.append(view[start:end])
             line = b"".join(self._pending)
         self._pending = []
+        self._tail = 0
         self._checked = False
         if line[0] in _JSON_START or line.strip():
             if holes:
@@ -680,18 +683,21 @@ class CassetteParser:
 
     def _cut_string(self, end: int) -> None:
         """If the pending line (ending at file offset `end`) is inside a string with no escape
-        so far, hold it without the string from now on (see the class)."""
+        so far, hold it without the string from now on (see the class).  Only the part since
+        the last string cut out is looked at (it starts at that string's closing quote), so a
+        line with many long strings costs no more than one."""
         self._checked = True
         if self._read_at is None or self._header is None:  # (the header line is kept whole)
             return
-        line = b"".join(self._pending)
-        self._pending = [line]
-        quote = self._open_string(line)
+        tail = b"".join(self._pending[self._tail :])
+        del self._pending[self._tail :]
+        quote = self._open_string(tail, 1 if self._tail else 0)
         if quote == -1:
+            self._pending.append(tail)
             return
-        self._in_string = end - (len(line) - quote - 1)
+        self._in_string = end - (len(tail) - quote - 1)
         marker = orjson.dumps(self._marker + str(len(self._holes)))[1:-1]
-        self._pending = [line[: quote + 1], marker]
+        self._pending += [tail[: quote + 1], marker]
 
     def _add_cut(self, line: bytes, holes: list[tuple[int, int]], span: tuple[int, int]) -> None:
         """Finish a line held without its long strings (see the class)."""

@@ -144,23 +144,23 @@ _COLON = ord(":")
 _STRING = re.compile(rb'"(?=([^"\\]*))\1(?:\\.(?=([^"\\]*))\2)*"', re.DOTALL)
 
 
-def open_string(line: bytes) -> int:
+def open_string(line: bytes, start: int = 0) -> int:
     """Where the string with no escape that `line` ends inside of opens (its quote), or -1
-    (also when that string is not a member's value, so cannot be a body).
+    (also when that string is not a member's value, so cannot be a body); `line` is read from
+    `start`, where it is outside every string.
 
     Such a string holds no quote, so it opens at the last quote, and only the part before it is
     tokenized: outside a string a quote opens one, inside one an unescaped quote closes it.  A
     value's quote follows a colon: the last quote of a long line with escapes (a JSON body's
     `\\"`) is refused by that alone, before the line is tokenized."""
-    last = line.rfind(b'"')
+    last = line.rfind(b'"', start)
     if last == -1 or line.find(b"\\", last) != -1:
         return -1
     before = last - 1
-    while before >= 0 and line[before] in _WHITESPACE:
+    while before >= start and line[before] in _WHITESPACE:
         before -= 1
-    if before < 0 or line[before] != _COLON:
+    if before < start or line[before] != _COLON:
         return -1
-    start = 0
     while (quote := line.find(b'"', start, last)) != -1:
         string = _STRING.match(line, quote, last)  # a string closed before the last quote
         if string is None:
