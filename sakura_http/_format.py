@@ -665,7 +665,7 @@ class CassetteParser:
         span = (self._line_start, self._fed + end - self._line_start)
         if self._reread:
             self._reread = False
-            line = self._read_line(span)
+            line = self._read_span(span)
         else:
             self._pending.append(view[start:end])
             line = b"".join(self._pending)
@@ -711,31 +711,31 @@ class CassetteParser:
             self._add(item, self._number, bodies.get("body"), bodies.get("response_body"))
             return
         # Anything unusual: the line again, whole, decoded (and any problem named) as any line.
-        whole = self._decode(self._read_line(span), self._number)
+        whole = self._decode(self._read_span(span), self._number)
         self._add(whole, self._number)
 
     def _bodies(self, item: Line, holes: list[tuple[int, int]]) -> dict[str, bytes] | None:
         """The bodies the strings cut out of `item`'s line are, by field; None when one of them
         is not a body, or its bytes are not its text's UTF-8."""
         bodies = {}
-        for index, (offset, size) in enumerate(holes):
+        for index, span in enumerate(holes):
             marker = f"{self._marker}{index}"
-            field = "body" if item.body == marker else "response_body"
-            string = self._read_string(offset, size) if getattr(item, field) == marker else None
-            if string is None:
+            if item.body == marker:
+                field = "body"
+            elif item.response_body == marker:
+                field = "response_body"
+            else:
+                return None
+            string = self._read_span(span)
+            if len(string) != span[1] or not self._is_string_content(string):
                 return None
             bodies[field] = string
         return bodies
 
-    def _read_line(self, span: tuple[int, int]) -> bytes:
+    def _read_span(self, span: tuple[int, int]) -> bytes:
+        """The file's bytes at `span` (offset, size): a line, or a string cut out of one."""
         assert self._read_at is not None  # a line is only cut with a reader
         return self._read_at(*span)
-
-    def _read_string(self, offset: int, size: int) -> bytes | None:
-        """The bytes of a string cut out, when they are its text's UTF-8 as they are."""
-        assert self._read_at is not None
-        data = self._read_at(offset, size)
-        return data if len(data) == size and self._is_string_content(data) else None
 
     def _decode(self, line: bytes | memoryview, number: int) -> Line | Exchange | None:
         """Check the header line (None), or decode an exchange line: a common one by msgspec

@@ -514,6 +514,34 @@ def _outcome(parse: Callable[[], CassetteContent]) -> object:
     return (content.header, content.exchanges, content.line_numbers)
 
 
+def _in_pieces(
+    data: bytes,
+    cuts: list[int],
+    long_string: int | None = None,
+    reads: list[tuple[int, int]] | None = None,
+) -> Callable[[], CassetteContent]:
+    """Parsing `data` fed in pieces cut at `cuts`; with `long_string`, long strings are read
+    apart from `data` (each read noted in `reads`)."""
+
+    def read_at(offset: int, size: int) -> bytes:
+        if reads is not None:
+            reads.append((offset, size))
+        return data[offset : offset + size]
+
+    def parse() -> CassetteContent:
+        parser = (
+            CassetteParser(P)
+            if long_string is None
+            else CassetteParser(P, read_at, long_string=long_string)
+        )
+        bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
+        for start, end in itertools.pairwise(bounds):
+            parser.feed(data[start:end])
+        return parser.close()
+
+    return parse
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     parts=st.lists(st.sampled_from(_PIECES), max_size=6),
@@ -521,21 +549,13 @@ def _outcome(parse: Callable[[], CassetteContent]) -> object:
 )
 def test_feeding_any_pieces_parses_as_the_whole(parts: list[bytes], cuts: list[int]) -> None:
     data = b"".join(parts)
-
-    def in_pieces() -> CassetteContent:
-        parser = CassetteParser(P)
-        bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
-        for start, end in itertools.pairwise(bounds):
-            parser.feed(data[start:end])
-        return parser.close()
-
-    assert _outcome(in_pieces) == _outcome(lambda: parse_cassette(data, P))
+    assert _outcome(_in_pieces(data, cuts)) == _outcome(lambda: parse_cassette(data, P))
 
 
-# Long strings, as a line may hold them (the parser below cuts out those it is inside of when
-# the line passes 100 bytes, the first after the url): text
-# with no escape (cut out, read apart), and every kind that must not be (escapes, a control
-# character, invalid UTF-8, a surrogate, no end), each of which must parse as the whole line.
+# Long strings, as a line may hold them (the parser below cuts out the one it is inside of when
+# the line passes 100 bytes, after the url): text with no escape (cut out, read apart), and
+# every kind that must not be (escapes, a control character, invalid UTF-8, a surrogate, no
+# end), each of which must parse as the whole line.
 _LONG_TEXTS = (
     b'"' + b"x" * 200 + b'"',
     b'"' + "\u00e9\u20ac\U0001f600".encode() * 30 + b'"',
@@ -547,17 +567,6 @@ _LONG_TEXTS = (
     b'"' + b"\xed\xa0\x80" * 70 + b'"',
     b'"' + b"w" * 200,
 )
-
-
-def _in_pieces(data: bytes, cuts: list[int], **options: object) -> Callable[[], CassetteContent]:
-    def parse() -> CassetteContent:
-        parser = CassetteParser(P, **options)  # type: ignore[arg-type]
-        bounds = sorted({0, len(data), *(cut % (len(data) + 1) for cut in cuts)})
-        for start, end in itertools.pairwise(bounds):
-            parser.feed(data[start:end])
-        return parser.close()
-
-    return parse
 
 
 @st.composite
@@ -592,12 +601,7 @@ def test_a_long_string_read_apart_parses_as_the_whole_line(
     line: bytes, more: bytes, step: int, cuts: list[int], newline: bool
 ) -> None:
     data = HEADER + line + (b"\n" + more if newline else b"")
-    cuts = [*range(0, len(data), step), *cuts]
-
-    def read_at(offset: int, size: int) -> bytes:
-        return data[offset : offset + size]
-
-    apart = _in_pieces(data, cuts, read_at=read_at, long_string=100)
+    apart = _in_pieces(data, [*range(0, len(data), step), *cuts], long_string=100)
     assert _outcome(apart) == _outcome(lambda: parse_cassette(data, P))
 
 
@@ -608,12 +612,7 @@ def test_a_long_body_is_read_apart_once_and_the_line_never_whole() -> None:
     )
     data = HEADER + line + encode_exchange(Exchange("GET", "https://api.example.test/"))
     reads: list[tuple[int, int]] = []
-
-    def read_at(offset: int, size: int) -> bytes:
-        reads.append((offset, size))
-        return data[offset : offset + size]
-
-    content = _in_pieces(data, list(range(0, len(data), 100)), read_at=read_at, long_string=300)()
+    content = _in_pieces(data, list(range(0, len(data), 100)), 300, reads)()
     assert reads == [(data.index(body), len(body)), (data.index(payload), len(payload))]
     assert [e.body for e in content.exchanges] == [body, b""]
     assert [e.response_body for e in content.exchanges] == [payload, b""]
@@ -626,12 +625,7 @@ def test_a_long_body_with_escapes_is_read_as_any_line() -> None:
         Exchange("GET", "https://api.example.test/", response_body=body)
     )
     reads: list[tuple[int, int]] = []
-
-    def read_at(offset: int, size: int) -> bytes:
-        reads.append((offset, size))
-        return data[offset : offset + size]
-
-    content = _in_pieces(data, list(range(0, len(data), 100)), read_at=read_at, long_string=300)()
+    content = _in_pieces(data, list(range(0, len(data), 100)), 300, reads)()
     assert reads == []  # not cut out: held whole, as without a reader
     assert content.exchanges[0].response_body == body
 
