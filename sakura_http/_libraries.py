@@ -32,6 +32,8 @@ class HttpLibrary(NamedTuple):
     tee_stream: type[TeeStream]
     #: Response headers of this library from header text and its charset (see `_headers_of`).
     headers: Callable[[Headers, str], Any]
+    #: The response class a replay answers with (see `_response_class`).
+    response: type
 
     def host_port(self, request: Any) -> tuple[str, int | None]:
         """The request's host and port, the scheme's default port when the URL has none."""
@@ -59,26 +61,62 @@ class HttpLibrary(NamedTuple):
         if exchange.error is not None:
             raise self.fault(exchange.error, request)
         assert exchange.status is not None
-        return self.module.Response(
+        return self._respond(
             exchange.status,
-            headers=self.headers(exchange.response_headers, exchange.response_header_charset),
-            stream=self.replay_stream(exchange, chunk_size, latency),
-            request=request,
+            exchange.response_headers,
+            self.headers(exchange.response_headers, exchange.response_header_charset),
+            self.replay_stream(exchange, chunk_size, latency),
+            request,
+            None,
         )
 
     def handed_on(
-        self, live: Any, request: Any, stream: Any, headers: Headers | None, charset: str
+        self,
+        live: Any,
+        request: Any,
+        stream: Any,
+        text: Headers,
+        charset: str,
+        *,
+        as_received: bool,
     ) -> Any:
         """The response handed to the caller while recording: the live response's status and
-        extensions (reason phrase, HTTP version), its headers as received (`headers` None) or
-        `headers` spelled in `charset` (the body was decoded), and `stream` as its body."""
+        extensions (reason phrase, HTTP version), `stream` as its body, and `text` as its
+        headers: the live response's own (`as_received`), or spelled in `charset` (the body
+        was decoded, and its content-encoding dropped)."""
+        headers = live.headers if as_received else self.headers(text, charset)
+        if isinstance(stream, ReplayStream):
+            return self._respond(live.status_code, text, headers, stream, request, live.extensions)
         return self.module.Response(
             live.status_code,
-            headers=live.headers if headers is None else self.headers(headers, charset),
+            headers=headers,
             stream=stream,
             request=request,
             extensions=live.extensions,
         )
+
+    def _respond(
+        self,
+        status: int,
+        text: Headers,
+        headers: Any,
+        stream: ReplayStream,
+        request: Any,
+        extensions: Any,
+    ) -> Any:
+        """A response whose body `stream` replays, which `read()` takes whole when that is
+        what reading it chunk by chunk would give (see `_response_class`): no pacing, and no
+        content-encoding for httpx to decode (`text` is its header text)."""
+        response = self.response(
+            status, headers=headers, stream=stream, request=request, extensions=extensions
+        )
+        content = stream.content
+        if content is not None and self.response is not self.module.Response:
+            for name, _ in text:
+                if name.lower() == "content-encoding":
+                    return response
+            response._replayed = (stream, content)
+        return response
 
     def fault(self, fault: FaultInfo, request: Any) -> Exception:
         """The httpx exception a fault exchange names, bound to the live request."""
@@ -105,6 +143,7 @@ def _load(name: str) -> HttpLibrary:
         replay_stream=type("ReplayStream", (ReplayStream, *bases), {"__module__": __name__}),
         tee_stream=type("TeeStream", (TeeStream, *bases), {"__module__": __name__}),
         headers=_headers_of(module),
+        response=_response_class(module),
     )
 
 
@@ -133,6 +172,102 @@ def _headers_of(module: ModuleType) -> Callable[[Headers, str], Any]:
         return built
 
     return headers
+
+
+def _response_class(module: ModuleType) -> type:
+    """The library's `Response`, with `read()` and `aread()` taking a replayed body whole.
+
+    A replay answers with a streamed response, so that `iter_raw()` and `aiter_bytes()` on a
+    `client.stream()` response work as they do live and `elapsed` is set when it closes.  Read
+    whole (what a client does for a request sent without ``stream=True``), such a body goes
+    through four layers of generators and two context managers in httpx, to join chunks that
+    are the recorded body itself: a sixth of a replayed request's time.  A response given
+    `_replayed` = (its stream, the body) by `HttpLibrary._respond` takes the body at once
+    instead and closes as reading to the end would (which sets `elapsed`), leaving the
+    response exactly as the library's own `read()` would.  Anything else reads as usual: a
+    response already read, consumed or closed, one read from the wrong side (sync or async),
+    or one whose stream is no longer the replay's (the client's `Bound*Stream` wraps it).
+
+    The response pickles (and copies) as the library's own `Response`.  A probe holds the two
+    reads to the same result when the library is loaded; a library whose `Response` keeps other
+    state is given its own class, read the usual way.
+    """
+    base: Any = module.Response
+    sync_stream, async_stream = module.SyncByteStream, module.AsyncByteStream
+
+    def take(response: Any, kind: type) -> bytes | None:
+        """The body, when `response` may take it whole, marked read; else None."""
+        replayed = response._replayed
+        if (
+            replayed is None
+            or hasattr(response, "_content")
+            or response.is_stream_consumed
+            or response.is_closed
+        ):
+            return None
+        stream, content = replayed
+        current = response.stream
+        if not isinstance(current, kind) or (
+            current is not stream and getattr(current, "_stream", None) is not stream
+        ):
+            return None
+        response.is_stream_consumed = True
+        response._num_bytes_downloaded = len(content)
+        response._content = content
+        return content  # type: ignore[no-any-return]
+
+    class Response(base):  # type: ignore[misc]
+        __module__ = __name__
+        __qualname__ = "Response"
+        _replayed: tuple[Any, bytes] | None = None
+
+        def read(self) -> bytes:
+            content = take(self, sync_stream)
+            if content is None:
+                return base.read(self)  # type: ignore[no-any-return]
+            self.close()
+            return content
+
+        async def aread(self) -> bytes:
+            content = take(self, async_stream)
+            if content is None:
+                return await base.aread(self)  # type: ignore[no-any-return]
+            await self.aclose()
+            return content
+
+        def __getstate__(self) -> dict[str, Any]:
+            state: dict[str, Any] = base.__getstate__(self)
+            state.pop("_replayed", None)
+            return state
+
+        def __reduce__(self) -> tuple[Any, ...]:
+            return _unpickled, (base, self.__getstate__())
+
+    def state(response: Any) -> dict[str, Any]:
+        return {
+            name: value
+            for name, value in vars(response).items()
+            if name not in ("stream", "_decoder", "_replayed")
+        }
+
+    try:
+        usual = base(200, headers=[("probe", "1")], stream=module.ByteStream(b"probe"))
+        usual.read()
+        taken = Response(200, headers=[("probe", "1")], stream=module.ByteStream(b"probe"))
+        taken._replayed = (taken.stream, b"probe")
+        taken.read()
+    except Exception:  # a library unlike the one this was written for: read the usual way
+        return base  # type: ignore[no-any-return]
+    if state(taken) != state(usual) or taken.is_stream_consumed is not True:
+        return base  # type: ignore[no-any-return]
+    return Response
+
+
+def _unpickled(cls: Any, state: dict[str, Any]) -> Any:
+    """A response of `cls` from its pickled state (`Response.__reduce__`)."""
+    response = cls.__new__(cls)
+    response.__setstate__(state)
+    return response
 
 
 def _host_port(url: Any) -> tuple[str, int | None]:

@@ -78,6 +78,20 @@ class ReplayStream:
                 yield (offsets[i] if offsets else None), bytes(body[position : position + size])
             position += size
 
+    @property
+    def content(self) -> bytes | None:
+        """The whole body, when reading it all at once loses nothing: no pacing by recorded
+        arrival times (with them, None) and chunks that add up to the body, as a recorded
+        exchange's do (a hand-built one's might not: then None, and the chunks are read)."""
+        exchange = self._exchange
+        if self._offsets is not None or (
+            self._whole is None
+            and exchange.chunks is not None
+            and sum(exchange.chunks) != len(exchange.response_body)
+        ):
+            return None
+        return exchange.response_body
+
     def __iter__(self) -> Iterator[bytes]:
         if self._offsets is None and self._whole is not None:
             return iter(self._whole)

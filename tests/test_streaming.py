@@ -8,8 +8,12 @@ httpx and httpx2 (the `lib` fixture), sync and async (anyio: asyncio and trio).
 from __future__ import annotations
 
 import base64
+import copy
+import gzip
+import importlib
 import itertools
 import json
+import pickle
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -21,8 +25,8 @@ import anyio
 import httpx_sse
 import pytest
 
-from sakura_http import RecordingTransport
-from sakura_http._streams import DEFAULT_CHUNK_SIZE
+from sakura_http import RecordingTransport, _libraries
+from sakura_http._streams import DEFAULT_CHUNK_SIZE, ReplayStream
 
 URL = "http://api.example.test/stream"
 
@@ -47,6 +51,7 @@ def write_cassette(
     timings_ms: Sequence[float] | None = None,
     content_type: str = "application/x-ndjson",
     headers: list[list[str]] = PLAIN_HEADERS,
+    content_encoding: str | None = None,
 ) -> Path:
     """Write a cassette by hand: the header line and one GET `URL` exchange answering `body`."""
     exchange: dict[str, Any] = {
@@ -57,6 +62,8 @@ def write_cassette(
         "status": 200,
         "response_headers": [["content-type", content_type]],
     }
+    if content_encoding is not None:
+        exchange["response_headers"].append(["content-encoding", content_encoding])
     try:
         exchange["response_body"] = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -400,14 +407,16 @@ def test_sync_chunked_replay_of_16_mib_holds_no_copy_of_the_body(
     assert peak < BIG // 8  # a few chunks at a time, not a copy of the body
 
 
-def test_sync_read_of_16_mib_holds_at_most_one_copy(lib: ModuleType, big_cassette: Path) -> None:
+def test_sync_read_of_16_mib_holds_no_copy_of_the_body(lib: ModuleType, big_cassette: Path) -> None:
     transport = RecordingTransport(big_cassette)
     with lib.Client(transport=transport) as client, client.stream("GET", URL) as response:
         peak = traced_peak(response.read)
         assert len(response.content) == BIG
-    # httpx's read() joins the chunks it collected into `content`: for a moment both exist, as
-    # they do against a live server.  The replay adds no copy of its own on top of that.
-    assert peak < 2 * BIG + BIG // 8
+        # Read whole, a replayed body is the recorded bytes themselves (see "reading a replayed
+        # body whole" below), where httpx would collect the chunks and join them: two copies.
+        peak_get = traced_peak(lambda: client.get(URL))
+    assert peak < BIG // 8
+    assert peak_get < BIG // 8
 
 
 @pytest.mark.anyio
@@ -430,6 +439,222 @@ async def test_async_chunked_replay_of_16_mib_holds_no_copy_of_the_body(
             tracemalloc.stop()
     assert seen == BIG
     assert peak < BIG // 8
+
+
+# --- reading a replayed body whole --------------------------------------------------------------
+#
+# `read()` / `aread()` of a replayed response take the recorded body at once instead of joining
+# its chunks through httpx's generators (`_libraries._response_class`).  Every way of reading
+# must leave the response exactly as the library's own read would: these tests replay each
+# cassette both ways and compare everything observable, including the errors.
+
+
+def whole_read_cassettes(tmp_path: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Cassettes of every shape a whole read meets, and the transport options to replay them."""
+    big = b"y" * (2 * DEFAULT_CHUNK_SIZE + 10)
+    gzipped = gzip.compress(NDJSON)
+    rest = len(NDJSON) - 7
+    return {
+        "recorded chunks": (write_cassette(tmp_path / "a.jsonl", NDJSON, chunks=[7, 0, rest]), {}),
+        "one chunk": (write_cassette(tmp_path / "b.jsonl", b'{"ok": true}'), {}),
+        "empty": (write_cassette(tmp_path / "c.jsonl", b""), {}),
+        "over the chunk size": (write_cassette(tmp_path / "d.jsonl", big), {}),
+        "gzip": (write_cassette(tmp_path / "e.jsonl", gzipped, content_encoding="gzip"), {}),
+        "bad gzip": (write_cassette(tmp_path / "f.jsonl", b"nope", content_encoding="GZip"), {}),
+        "paced": (
+            write_cassette(tmp_path / "g.jsonl", NDJSON, chunks=[7, rest], timings_ms=[0, 1]),
+            {"replay_latency": 0.01},
+        ),
+    }
+
+
+def observed(response: Any) -> dict[str, Any]:
+    """What a caller can see of a response (its request and timing aside)."""
+    seen = {
+        name: value
+        for name, value in vars(response).items()
+        if name not in ("stream", "_decoder", "_replayed", "_request", "_elapsed")
+    }
+    seen["class"] = type(response).__mro__[-2]  # the library's Response (then object)
+    seen["elapsed is set"] = response.is_closed and response.elapsed is not None
+    return seen
+
+
+def outcome(act: Any) -> Any:
+    try:
+        return act()
+    except Exception as exc:  # the same error both ways, with the same message
+        return type(exc), str(exc)
+
+
+SYNC_WHOLE_READS = {
+    "get": lambda client: observed(client.get(URL)),
+    "read": lambda r: (r.read(), observed(r)),
+    "read twice": lambda r: (r.read(), r.read(), observed(r)),
+    "bytes after read": lambda r: (r.read(), list(r.iter_bytes(chunk_size=5)), observed(r)),
+    "raw after read": lambda r: (r.read(), list(r.iter_raw())),
+    "read after raw": lambda r: (list(r.iter_raw()), r.read()),
+    "read after close": lambda r: (r.close(), r.read()),
+    "text and json": lambda r: (r.read(), r.text, observed(r)),
+    "read a stream put in the replay's place": lambda r: (replace_stream(r), r.read()),
+}
+
+
+def replace_stream(response: Any) -> None:
+    """Put another body stream of the response's library in place of the replay's."""
+    library = importlib.import_module(type(response).__mro__[-2].__module__.partition(".")[0])
+    response.stream = library.ByteStream(b"another body")
+
+
+def usual_reads(monkeypatch: pytest.MonkeyPatch, lib: ModuleType) -> None:
+    """Make replays of `lib` answer with the library's own `Response`, read the usual way."""
+    library = _libraries.library_of(lib.Request("GET", URL))
+    monkeypatch.setitem(_libraries._BY_TYPE, lib.Request, library._replace(response=lib.Response))
+
+
+def sync_whole_read(lib: ModuleType, path: Path, options: dict[str, Any], how: str) -> Any:
+    act = SYNC_WHOLE_READS[how]
+    with lib.Client(transport=RecordingTransport(path, **options)) as client:
+        if how == "get":
+            return outcome(lambda: act(client))
+        with client.stream("GET", URL) as response:
+            return outcome(lambda: act(response))
+
+
+@pytest.mark.parametrize("how", SYNC_WHOLE_READS)
+def test_sync_whole_reads_leave_the_response_as_the_usual_read(
+    lib: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    for name, (path, options) in whole_read_cassettes(tmp_path).items():
+        taken = sync_whole_read(lib, path, options, how)
+        with monkeypatch.context() as patch:
+            usual_reads(patch, lib)
+            usual = sync_whole_read(lib, path, options, how)
+        assert taken == usual, name
+
+
+async def async_whole_read(lib: ModuleType, path: Path, options: dict[str, Any], how: str) -> Any:
+    async with lib.AsyncClient(transport=RecordingTransport(path, **options)) as client:
+        if how == "get":
+            try:
+                return observed(await client.get(URL))
+            except Exception as exc:
+                return type(exc), str(exc)
+        async with client.stream("GET", URL) as response:
+            try:
+                if how == "read":
+                    return await response.aread(), observed(response)
+                if how == "read twice":
+                    return await response.aread(), await response.aread(), observed(response)
+                if how == "raw after read":
+                    await response.aread()
+                    return [chunk async for chunk in response.aiter_raw()]
+                if how == "read after raw":
+                    [chunk async for chunk in response.aiter_raw()]
+                    return await response.aread()
+                if how == "read after close":
+                    await response.aclose()
+                    return await response.aread()
+                assert how == "sync read of an async response"
+                return response.read()
+            except Exception as exc:
+                return type(exc), str(exc)
+
+
+@IGNORE_HTTPX_ASYNCGEN  # a body that fails to decode stops httpx's generators midway
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "how",
+    [
+        "get",
+        "read",
+        "read twice",
+        "raw after read",
+        "read after raw",
+        "read after close",
+        "sync read of an async response",
+    ],
+)
+async def test_async_whole_reads_leave_the_response_as_the_usual_read(
+    lib: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    for name, (path, options) in whole_read_cassettes(tmp_path).items():
+        taken = await async_whole_read(lib, path, options, how)
+        with monkeypatch.context() as patch:
+            usual_reads(patch, lib)
+            usual = await async_whole_read(lib, path, options, how)
+        assert taken == usual, name
+
+
+@pytest.fixture
+def iterations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Notes each time a replay stream is iterated (which a whole read of it skips)."""
+    seen: list[str] = []
+    sync_iter, async_iter = ReplayStream.__iter__, ReplayStream.__aiter__
+
+    def spy_iter(self: ReplayStream) -> Any:
+        seen.append("sync")
+        return sync_iter(self)
+
+    def spy_aiter(self: ReplayStream) -> Any:
+        seen.append("async")
+        return async_iter(self)
+
+    monkeypatch.setattr(ReplayStream, "__iter__", spy_iter)
+    monkeypatch.setattr(ReplayStream, "__aiter__", spy_aiter)
+    return seen
+
+
+@pytest.mark.anyio
+async def test_a_whole_read_takes_the_body_without_iterating_its_stream(
+    lib: ModuleType, tmp_path: Path, iterations: list[str]
+) -> None:
+    cassettes = whole_read_cassettes(tmp_path)
+    for name in ("recorded chunks", "one chunk", "empty", "over the chunk size"):
+        path, _ = cassettes[name]
+        with lib.Client(transport=RecordingTransport(path)) as client:
+            response = client.get(URL)
+        async with lib.AsyncClient(transport=RecordingTransport(path)) as async_client:
+            async_response = await async_client.get(URL)
+        assert response.content == async_response.content == path_body(path), name
+        assert response.is_closed and async_response.is_closed
+        assert iterations == [], name
+    for name in ("gzip", "paced"):  # httpx decodes the one; the other is paced chunk by chunk
+        path, options = cassettes[name]
+        with lib.Client(transport=RecordingTransport(path, **options)) as client:
+            assert client.get(URL).content == NDJSON
+        assert iterations == ["sync"], name
+        iterations.clear()
+
+
+def path_body(path: Path) -> bytes:
+    """The response body of the one exchange in a cassette written by `write_cassette`."""
+    exchange = json.loads(path.read_text(encoding="utf-8").splitlines()[1])
+    return str(exchange["response_body"]).encode("utf-8")
+
+
+def test_a_replayed_response_pickles_as_the_library_s_own(lib: ModuleType, tmp_path: Path) -> None:
+    path, _ = whole_read_cassettes(tmp_path)["recorded chunks"]
+    with lib.Client(transport=RecordingTransport(path)) as client:
+        response = client.get(URL)
+    for again in (pickle.loads(pickle.dumps(response)), copy.copy(response)):
+        assert type(again) is lib.Response
+        assert again.content == NDJSON
+        assert (again.status_code, again.headers) == (response.status_code, response.headers)
+        assert again.is_closed
+
+
+def test_a_library_whose_response_reads_otherwise_is_read_the_usual_way(lib: ModuleType) -> None:
+    class Other(lib.Response):  # type: ignore[name-defined,misc]
+        def read(self) -> bytes:
+            self.noted = True  # state the fast read would not leave
+            return super().read()  # type: ignore[no-any-return]
+
+    assert _libraries._response_class(lib) is not lib.Response  # the library as it is: taken
+    other = ModuleType("other")
+    other.__dict__.update(vars(lib))
+    other.Response = Other  # type: ignore[attr-defined]
+    assert _libraries._response_class(other) is Other
 
 
 # --- the hand-written exchange in docs/streaming.md --------------------------------------------

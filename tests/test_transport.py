@@ -28,6 +28,7 @@ from sakura_http._cassette import AtomicRecording
 from sakura_http._format import Exchange, encode_exchange, encode_header
 from tests.drive import Driver
 from tests.servers import start_echo_server
+from tests.test_streaming import observed, usual_reads
 
 HEADER = b'{"schema_version":"1.0","kind":"cassette"}\n'
 URL = "https://api.example.test/v1/items"
@@ -628,6 +629,37 @@ def test_recording_hands_on_the_live_status_line_and_headers(
     stored = lines(path)[0]
     assert stored["response_body"] == body.decode()
     assert not any(name == "content-encoding" for name, _ in stored["response_headers"])
+
+
+@pytest.mark.parametrize(
+    ("content", "headers"),
+    [
+        (b'{"ok": true}', {}),
+        (gzip.compress(b'{"ok": true}'), {"content-encoding": "gzip"}),
+        (b"not gzip", {"content-encoding": "gzip"}),  # kept raw; the caller's read fails
+        (b"", {}),
+    ],
+)
+def test_a_recorded_response_reads_as_the_usual_read_leaves_it(
+    drive: Driver,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: bytes,
+    headers: dict[str, str],
+) -> None:
+    # The response handed on while recording replays the body it read, and its `read()` takes
+    # that body whole (see tests/test_streaming.py, "reading a replayed body whole").
+    def record(path: Path) -> Any:
+        script = Script(drive, (200, {"headers": headers, "content": content}))
+        transport = drive.transport(path, outer=script.outer, mode="new_episodes")
+        try:
+            return observed(drive.send(transport, "GET", URL))
+        except Exception as exc:
+            return type(exc), str(exc)
+
+    taken = record(tmp_path / "a.jsonl")
+    usual_reads(monkeypatch, drive.lib)
+    assert taken == record(tmp_path / "b.jsonl")
 
 
 @pytest.mark.parametrize("encoding", ["deflate", "br", "zstd"])
