@@ -28,6 +28,7 @@ from ._hosts import HostList, split_host_entry
 from ._matching import DEFAULT_IGNORE_HEADERS
 from ._policy import DEFAULT_MAX_BODY_BYTES
 from ._rules import Rules
+from ._value import Value
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -98,8 +99,8 @@ def _flag(option: str, value: Any) -> bool:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class CassetteConfig:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class CassetteConfig(Value):
     """Every option of a cassette, validated once; see `RecordingTransport` for each one.
 
     Build it with keyword arguments (collections may be any iterable; names are lower-cased)

@@ -27,11 +27,12 @@ import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
 from ._exceptions import CassetteFormatError
+from ._value import Value
 
 if TYPE_CHECKING:
     from ._format_fast import Line
@@ -72,16 +73,16 @@ _KNOWN_FIELDS = frozenset(
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class FaultInfo:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class FaultInfo(Value):
     """A recorded transport failure: `type` names an httpx.TransportError subclass."""
 
     type: str
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Exchange:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class Exchange(Value):
     """One recorded request and its response (or its transport failure).
 
     Header names are lower-case; order and repeats are kept.  `status` is None only for a
@@ -163,9 +164,11 @@ _new = object.__new__
 ) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
 
 
-@dataclass(slots=True)
-class CassetteContent:
+@dataclass(slots=True, eq=False, repr=False)  # ==, repr: Value's
+class CassetteContent(Value):
     """A parsed cassette: its header object, exchanges and the line number of each."""
+
+    __hash__: ClassVar[None] = None  # type: ignore[assignment]  # not frozen: unhashable
 
     header: dict[str, Any]
     exchanges: list[Exchange]

@@ -32,6 +32,7 @@ import orjson
 from ._format import Exchange, Headers
 from ._policy import shown_header_value
 from ._rules import Rules
+from ._value import Value
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
@@ -68,7 +69,7 @@ _MEMO_SIZE = 4096
 REDACTED = "<redacted>"
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_ESCAPE = r"%([0-9A-Fa-f]{2})"  # compiled on first use (`re`'s cache), not on import
 # Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
 # but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
 # `%3Credacted%3E` a client sends after following a redacted redirect.
@@ -132,8 +133,9 @@ def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else _ascii_host(host)  # IPv6 addresses in brackets
     netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
-    path = _ESCAPE.sub(_normalize_escape, parts.path)
-    query = _ESCAPE.sub(_normalize_escape, parts.query)
+    escape = re.compile(_ESCAPE)
+    path = escape.sub(_normalize_escape, parts.path)
+    query = escape.sub(_normalize_escape, parts.query)
     if secret_params and query:
         items = []
         for item in query.split("&"):
@@ -211,8 +213,8 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     return body
 
 
-@dataclass(frozen=True, slots=True)
-class MatchRules:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, repr: Value's; its own hash
+class MatchRules(Value):
     """Which headers take part in matching.  `ignore` entries ending in "*" are prefixes."""
 
     ignore: frozenset[str]

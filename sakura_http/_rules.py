@@ -29,6 +29,7 @@ import orjson
 
 from ._exceptions import ConfigurationError
 from ._format import Exchange, Headers
+from ._value import Value
 
 __all__ = [
     "EMAIL_PATTERN",
@@ -79,20 +80,21 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
 
 #: What `scrub_suggestions` takes for an e-mail address (and `Scrub.regex` can be given).
 EMAIL_PATTERN = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+"
-_EMAIL = re.compile(EMAIL_PATTERN, re.ASCII)
 # Whole runs of token characters (linear: each character is looked at once); the length is
 # checked afterwards, so a megabyte of "x" costs one match, not a backtracking search.
-_TOKEN = re.compile(r"[A-Za-z0-9_-]+")
+_TOKEN = r"[A-Za-z0-9_-]+"
 _TOKEN_LENGTHS = range(32, 257)
 # Suggestions are warnings: the first megabyte of a field is enough to show the shape.
 _SCANNED = 1 << 20
-_PLACEHOLDER = re.compile(r"<[a-z-]+>")
+_PLACEHOLDER = r"<[a-z-]+>"
 
-_PATH_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+|\*)\]")
+_PATH_PART = r"\.?([^.\[\]]+)|\[(\d+|\*)\]"
+# (Patterns are compiled where they are used, through `re`'s own cache: only the review
+# commands and user rules use them, and compiling them cost every import a millisecond.)
 
 
-@dataclass(frozen=True, slots=True)
-class JsonPath:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class JsonPath(Value):
     """A parsed JSON path: a tuple of keys (str), indexes (int) and "every item" (None)."""
 
     text: str
@@ -108,7 +110,7 @@ class JsonPath:
         parts: list[str | int | None] = []
         position = 0
         while position < len(text):
-            match = _PATH_PART.match(text, position)
+            match = re.compile(_PATH_PART).match(text, position)
             if match is None or (match.group(0).startswith(".") and position == 0):
                 raise ConfigurationError(
                     f"JSON path {text!r} is malformed at {text[position:]!r}: use dotted keys, "
@@ -157,8 +159,8 @@ def _compile(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
         raise ConfigurationError(f"regular expression {pattern!r} is invalid: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True, repr=False)  # its own __repr__
-class Scrub:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash: Value's; its own repr
+class Scrub(Value):
     """One scrubbing step; build it with `Scrub.json`, `Scrub.regex`, `Scrub.query` or
     `Scrub.response_header`."""
 
@@ -208,8 +210,8 @@ class Scrub:
         return f"Scrub.{self.kind}({what!r})"
 
 
-@dataclass(frozen=True, slots=True, init=False)  # its own __init__
-class Rules:
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)  # its own __init__
+class Rules(Value):
     """What matching ignores and what is scrubbed before writing; see the module docstring."""
 
     ignore_query: frozenset[str] = frozenset()
@@ -518,20 +520,22 @@ def scrub_suggestions(text: str, json_body: bytes | None = None) -> list[tuple[s
     found: list[tuple[str, str, str]] = []
     seen: set[str] = set()
     text = text[:_SCANNED]
-    for what, pattern in (("an e-mail address", _EMAIL), ("a long random token", _TOKEN)):
-        if pattern is _EMAIL and "@" not in text:
+    email, token = re.compile(EMAIL_PATTERN, re.ASCII), re.compile(_TOKEN)
+    placeholder = re.compile(_PLACEHOLDER)
+    for what, pattern in (("an e-mail address", email), ("a long random token", token)):
+        if pattern is email and "@" not in text:
             continue
         for match in pattern.finditer(text):
             value = match.group(0)
-            if value in seen or _PLACEHOLDER.fullmatch(value):
+            if value in seen or placeholder.fullmatch(value):
                 continue
-            if pattern is _TOKEN and not (len(value) in _TOKEN_LENGTHS and _random_looking(value)):
+            if pattern is token and not (len(value) in _TOKEN_LENGTHS and _random_looking(value)):
                 continue
             seen.add(value)
             where = next((p for leaf, p in paths.items() if value in leaf), None)
             if where is not None:
                 scrub = f'Scrub.json("{where}")'
-            elif pattern is _EMAIL:
+            elif pattern is email:
                 scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
             else:
                 scrub = f'Scrub.regex(r"{re.escape(value[:6])}[A-Za-z0-9_-]+")'

@@ -21,6 +21,7 @@ from .._core import RecordMode
 from .._libraries import DefaultOuter
 from .._rules import Rules
 from .._transport import RecordingTransport
+from .._value import Value
 
 if TYPE_CHECKING:
     import anthropic
@@ -61,8 +62,8 @@ _TRANSPORT_OPTIONS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Sdk:
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class _Sdk(Value):
     module: str
     sync_class: str
     async_class: str

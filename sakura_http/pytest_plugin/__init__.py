@@ -133,7 +133,7 @@ class _Written:
         self.discarded = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)  # compared by identity; no repr compiled at import
 class _State:
     """The plugin's per-session state, kept in `config.stash`."""
 
