@@ -258,9 +258,7 @@ def _response_class(module: ModuleType) -> type:
         taken.read()
     except Exception:  # a library unlike the one this was written for: read the usual way
         return base  # type: ignore[no-any-return]
-    if state(taken) != state(usual) or taken.is_stream_consumed is not True:
-        return base  # type: ignore[no-any-return]
-    return Response
+    return Response if state(taken) == state(usual) else base
 
 
 def _unpickled(cls: Any, state: dict[str, Any]) -> Any:
