@@ -206,16 +206,24 @@ def _append_locked(fd: int, path: Path, data: bytes, header: Mapping[str, Any]) 
         raise
 
 
-def append_lines(path: Path, data: bytes, header: Mapping[str, Any]) -> None:
+def append_lines(path: Path, data: bytes, header: Mapping[str, Any], *, wait: bool = True) -> bool:
     """Append complete lines to `path` in one locked write; write the header line first if the
-    file is new or empty.  Missing parent folders are created now, never before."""
+    file is new or empty.  Missing parent folders are created now, never before.
+
+    With `wait` False, a lock another writer holds is not waited for: nothing is written and
+    the answer is False (else True)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        with _locked(fd):
+        if not _lock(fd, blocking=wait):
+            return False
+        try:
             _append_locked(fd, path, data, header)
+        finally:
+            _unlock(fd)
     finally:
         os.close(fd)
+    return True
 
 
 class AtomicRecording:

@@ -265,17 +265,27 @@ class CassetteSession:
             nearest=nearest,
         )
 
-    def commit(self, exchange: Exchange, known: tuple[MatchRules, MatchKey] | None = None) -> None:
+    def commit(
+        self,
+        exchange: Exchange,
+        known: tuple[MatchRules, MatchKey] | None = None,
+        *,
+        wait: bool = True,
+    ) -> bool:
         """Append `exchange` to the cassette (one locked write) and index it as played; `known`
-        is its key under one set of rules, when the caller has it."""
+        is its key under one set of rules, when the caller has it.  With `wait` False, a lock
+        another thread or process holds is not waited for: nothing is done and the answer is
+        False (else True)."""
         line = encode_exchange(exchange)
-        with self._lock:
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
             if self.mode is RecordMode.ALL:
                 if self._rerecording is None:
                     self._rerecording = AtomicRecording(self.path, self._header)
-                self._rerecording.append(line)
-            else:
-                append_lines(self.path, line, self._header)
+                self._rerecording.append(line)  # (a file only this process writes: no lock)
+            elif not append_lines(self.path, line, self._header, wait=wait):
+                return False
             self.exchanges.append(exchange)
             self._played.add(id(exchange))
             for rules, index in self._indexes.items():
@@ -286,6 +296,9 @@ class CassetteSession:
                     key = rules.key_of_exchange(exchange)
                 index.setdefault(key, _Slot()).exchanges.append(exchange)
             self.appended += 1
+        finally:
+            self._lock.release()
+        return True
 
     def unplayed(self) -> list[Exchange]:
         """Recorded exchanges not played in this run, in cassette order."""
@@ -477,17 +490,29 @@ class CassetteUser:
             ),
         )
 
-    def commit(self, plan: Plan, exchange: Exchange | None) -> None:
+    def commit(self, plan: Plan, exchange: Exchange | None, *, wait: bool = True) -> bool:
         """Append `exchange` to the cassette and index it as played (blocking file I/O).
-        None (a `before_record` hook declined it) appends nothing."""
+        None (a `before_record` hook declined it) appends nothing.  With `wait` False, a lock
+        another writer holds is not waited for: nothing is done and the answer is False."""
         if exchange is None:
-            return
+            return True
         # Without rules (no scrub, no hook) and secrets, the exchange is written as the request
         # was planned: its key under this user's rules is the plan's, not computed again.
         config = self.config
         known = None if self._has_rules or config.secret_headers else (self.rules, plan.key)
-        self.session.commit(exchange, known)
+        if not self.session.commit(exchange, known, wait=wait):
+            return False
         self.appended += 1
+        return True
+
+    async def acommit(self, plan: Plan, exchange: Exchange | None) -> None:
+        """`commit` from async code.  An append is a few microseconds of local file I/O, done
+        at once; only when another thread or process holds the cassette's lock is it done in
+        a worker thread, so the event loop never waits for another writer."""
+        if not self.commit(plan, exchange, wait=False):
+            import anyio.to_thread  # imported by the async paths only (see _streams)
+
+            await anyio.to_thread.run_sync(self.commit, plan, exchange)
 
     def close(self, *, failed: bool = False) -> None:
         """Leave the session; the last user to leave finishes it: in mode "all" the fresh

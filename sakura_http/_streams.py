@@ -22,7 +22,7 @@ never needs it, and importing it would cost every test run a few milliseconds.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 from ._config import DEFAULT_CHUNK_SIZE
@@ -172,7 +172,8 @@ class _AsyncReplay:
 class TeeStream:
     """Passes a live response's chunks to the caller while recording them.
 
-    `commit(exchange)` is called once, when the stream is closed: with the whole body when the
+    `commit(exchange)` (`await acommit(exchange)` when closed by async code) is called once,
+    when the stream is closed: with the whole body when the
     caller read to the end, else with what was delivered, marked `truncated` (an early close, or
     a cancelled async read: both are the caller's choice).  It is not called when reading failed
     (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
@@ -188,13 +189,15 @@ class TeeStream:
         self,
         stream: Any,
         recorder: ResponseRecorder,
-        commit: Callable[[Exchange], None],
+        commit: Callable[[Exchange], Any],
+        acommit: Callable[[Exchange], Awaitable[None]],
         close_outer: Callable[[], Any],
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self._stream = stream
         self._recorder = recorder
         self._commit = commit
+        self._acommit = acommit
         self._close_outer = close_outer
         self._on_error = on_error
         self._ended = False
@@ -265,12 +268,12 @@ class TeeStream:
             await self._close_outer()
         finally:
             if exchange is not None:
-                import anyio.to_thread  # see the module docstring
+                import anyio  # see the module docstring
 
                 # Shielded: a response closed because its task was cancelled still records
                 # what it delivered.
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self._commit, exchange)
+                    await self._acommit(exchange)
 
 
 class _AsyncTee:

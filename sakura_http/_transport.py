@@ -252,6 +252,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 response.stream,
                 recorder,
                 lambda exchange: user.commit(plan, exchange),
+                lambda exchange: user.acommit(plan, exchange),
                 close(response),
                 self._note_error,
             )
@@ -391,9 +392,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                             await reader.aclose()
                         await step.response.aclose()
                     else:
-                        import anyio.to_thread  # imported by the async paths only (see _streams)
-
-                        await anyio.to_thread.run_sync(self._user.commit, step.plan, step.exchange)
+                        await self._user.acommit(step.plan, step.exchange)
                 except BaseException as exc:
                     error = exc
         except CassetteError as exc:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from sakura_http import CassetteFormatError, _cassette
-from sakura_http._cassette import append_lines, load_cassette
+from sakura_http._cassette import append_lines, load_cassette, locked
 from sakura_http._format import Exchange, encode_exchange, encode_header, torn_tail
 from sakura_http.cli._repair import repair_cassette
 
@@ -212,6 +212,18 @@ def test_appends_hold_the_lock_while_they_write(
         append_lines(path, encode_exchange(Exchange("GET", f"https://api.example.test/{n}")), {})
     assert probes == [False, False, False]
     assert len(load_cassette(path).exchanges) == 3
+
+
+def test_an_append_that_may_not_wait_leaves_a_locked_cassette_alone(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    line = encode_exchange(Exchange("GET", "https://api.example.test/a"))
+    append_lines(path, line, {})
+    before = path.read_bytes()
+    with locked(path):  # another writer (an open file of its own, as another process has)
+        assert append_lines(path, line, {}, wait=False) is False
+        assert path.read_bytes() == before
+    assert append_lines(path, line, {}, wait=False) is True
+    assert len(load_cassette(path).exchanges) == 2
 
 
 def test_a_torn_tail_refuses_appends_until_repaired(tmp_path: Path) -> None:

@@ -3,14 +3,25 @@ last user; a run that fails keeps the old cassette."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
-from sakura_http import DEFAULT_IGNORE_HEADERS, CassetteMiss, ConfigurationError, RecordingTransport
+from sakura_http import (
+    DEFAULT_IGNORE_HEADERS,
+    CassetteMiss,
+    ConfigurationError,
+    RecordingTransport,
+    _cassette,
+)
+from sakura_http._cassette import locked
+from sakura_http._session import CassetteSession
 
 URL = "https://api.example.test/job"
 HEADER = b'{"schema_version":"1.0","kind":"cassette"}\n'
@@ -168,3 +179,100 @@ def test_an_httpx_client_block_passes_the_failure_on(tmp_path: Path) -> None:
         client.get(URL + "/new")
         raise KeyError("boom")
     assert path.read_bytes() == before
+
+
+# --- async commits: at once, unless another writer holds the lock -----------------------------
+
+
+@pytest.fixture
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]:
+    """(wait, done) for each `CassetteSession.commit`."""
+    seen: list[tuple[bool, bool]] = []
+    real = CassetteSession.commit
+
+    def spy(self: CassetteSession, *args: Any, wait: bool = True) -> bool:
+        done = real(self, *args, wait=wait)
+        seen.append((wait, done))
+        return done
+
+    monkeypatch.setattr(CassetteSession, "commit", spy)
+    return seen
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("stream_through", [False, True])
+async def test_an_async_commit_appends_at_once_without_a_thread(
+    tmp_path: Path, commits: list[tuple[bool, bool]], stream_through: bool
+) -> None:
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        path, outer=counter(), mode="new_episodes", stream_through=stream_through
+    )
+    async with httpx.AsyncClient(transport=transport) as client:
+        assert (await client.get(URL)).text == "live 1"
+    assert commits == [(False, True)]  # not waited for, and done: no worker thread
+    assert urls(path) == [URL]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("other", ["process", "thread"])
+async def test_an_async_commit_waits_for_another_writer_off_the_event_loop(
+    tmp_path: Path, commits: list[tuple[bool, bool]], other: str
+) -> None:
+    # Another writer holds a lock the commit needs: it is not waited for on the event loop,
+    # which runs on (other tasks, and this one) until the lock is free; then it is appended.
+    # "process": the file's append lock, held through another open file (as another process
+    # would hold it), while appending (mode "new_episodes").  "thread": the session's lock,
+    # held by another thread between this request's plan and its commit, while re-recording
+    # (mode "all": the fresh file is this process's alone).
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER)
+    taken, let_go = threading.Event(), threading.Event()
+    outer = counter()
+    if other == "thread":
+
+        def hold_the_session_lock() -> None:
+            with transport._user.session._lock:
+                taken.set()
+                let_go.wait(60)
+
+        def answer(request: httpx.Request) -> httpx.Response:
+            threading.Thread(target=hold_the_session_lock, daemon=True).start()
+            taken.wait(60)
+            return httpx.Response(200, text="live 1")
+
+        outer = httpx.MockTransport(answer)
+    transport = RecordingTransport(
+        path, outer=outer, mode="all" if other == "thread" else "new_episodes"
+    )
+    done: list[str] = []
+    async with httpx.AsyncClient(transport=transport) as client:
+
+        async def send() -> None:
+            done.append((await client.get(URL)).text)
+
+        with contextlib.ExitStack() as stack:
+            if other == "process":
+                fd = stack.enter_context(locked(path))
+                # A hang guard only: a commit that waited on the event loop would wait for this.
+                guard = threading.Timer(60, _cassette._unlock, (fd,))
+            else:
+                guard = threading.Timer(60, let_go.set)
+            guard.start()
+            try:
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(send)
+                    with anyio.fail_after(60):
+                        while (False, False) not in commits:  # tried at once: taken
+                            await anyio.sleep(0.01)
+                    for _ in range(10):
+                        await anyio.sleep(0)  # the event loop runs on while it waits
+                    assert done == []
+                    stack.close()  # the other writer lets go
+                    let_go.set()
+            finally:
+                guard.cancel()
+    transport.close()
+    assert done == ["live 1"]
+    assert commits == [(False, False), (True, True)]
+    assert urls(path) == [URL]

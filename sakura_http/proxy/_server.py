@@ -657,7 +657,7 @@ class ProxyServer:
         except httpx.TransportError as exc:
             fault = user.fault_exchange(data, exc)
             if fault is not None:
-                await anyio.to_thread.run_sync(user.commit, plan, fault)
+                await user.acommit(plan, fault)
             await self._fail(wire, method, url, exc)
             return
         raw_headers, charset = header_text(response.headers.raw)
@@ -674,7 +674,7 @@ class ProxyServer:
             return
         finally:
             await response.aclose()
-        await anyio.to_thread.run_sync(user.commit, plan, exchange)
+        await user.acommit(plan, exchange)
         # The client gets the response as the server sent it; only the cassette is redacted.
         await self._replay(wire, recorder.live(), head)
 
@@ -692,6 +692,7 @@ class ProxyServer:
             response.stream,
             recorder,
             lambda exchange: self.user.commit(plan, exchange),
+            lambda exchange: self.user.acommit(plan, exchange),
             response.aclose,
         )
         try:
