@@ -160,7 +160,9 @@ def record(tool: str, path: str, base: str, count: int) -> dict[str, Any]:
     }
 
 
-def record_alternating(path: str, base: str, count: int) -> dict[str, Any]:
+def record_alternating(
+    path: str, base: str, count: int, asynchronous: bool = False
+) -> dict[str, Any]:
     """Measure 4 in one process: the bare client and sakura-http (recording into `path`) get
     the same GETs from the local server in alternating blocks, as `replay_alternating` does; the
     median of the blocks' ratios.  Saving the cassette, once a run, is in `record`'s total."""
@@ -168,8 +170,24 @@ def record_alternating(path: str, base: str, count: int) -> dict[str, Any]:
     urls = [f"{base}/items/{i}" for i in range(count)]
     ratios: list[float] = []
     for _ in range(5):  # five passes, each recording a fresh cassette
-        with recording("floor", path) as floor, recording("sakura-http", path) as sakura:
-            ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
+        if not asynchronous:
+            with recording("floor", path) as floor, recording("sakura-http", path) as sakura:
+                ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
+            continue
+
+        async def go() -> None:
+            import httpx
+
+            from sakura_http import RecordingTransport
+
+            transport = RecordingTransport(path, outer=httpx.AsyncHTTPTransport(), mode="all")
+            async with (
+                httpx.AsyncClient() as floor,
+                httpx.AsyncClient(transport=transport) as sakura,
+            ):
+                ratios.extend(await _alternate_async({"floor": floor, "sakura-http": sakura}, urls))
+
+        asyncio.run(go())
     return _median_ratio(ratios)
 
 
@@ -190,6 +208,22 @@ def _alternate(clients: dict[str, Any], urls: list[str]) -> list[float]:
             started = time.perf_counter()
             for url in block:
                 clients[tool].get(url)
+            times[tool] = time.perf_counter() - started
+        ratios.append(times["sakura-http"] / times["floor"])
+    return ratios
+
+
+async def _alternate_async(clients: dict[str, Any], urls: list[str]) -> list[float]:
+    """`_alternate` for async clients, awaiting each request."""
+    for client in clients.values():
+        await client.get(urls[0])
+    ratios = []
+    for i, block in enumerate(_blocks(urls)):
+        times = {}
+        for tool in sorted(clients, reverse=i % 2 == 1):
+            started = time.perf_counter()
+            for url in block:
+                await clients[tool].get(url)
             times[tool] = time.perf_counter() - started
         ratios.append(times["sakura-http"] / times["floor"])
     return ratios
@@ -247,22 +281,12 @@ def replay_alternating(
                 ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
             continue
 
-        async def go() -> None:  # `_alternate`, awaiting each request
+        async def go() -> None:
             with (
                 replaying("floor", path, asynchronous=True, streamed=streamed_floor) as floor,
                 replaying("sakura-http", path, asynchronous=True) as sakura,
             ):
-                clients = {"floor": floor, "sakura-http": sakura}
-                for client in clients.values():
-                    await client.get(urls[0])
-                for i, block in enumerate(_blocks(urls)):
-                    times = {}
-                    for tool in sorted(clients, reverse=i % 2 == 1):
-                        started = time.perf_counter()
-                        for url in block:
-                            await clients[tool].get(url)
-                        times[tool] = time.perf_counter() - started
-                    ratios.append(times["sakura-http"] / times["floor"])
+                ratios.extend(await _alternate_async({"floor": floor, "sakura-http": sakura}, urls))
 
         asyncio.run(go())
     return _median_ratio(ratios)

@@ -190,15 +190,18 @@ def measure_recording(run: Run) -> dict[str, str]:
     run.add(total)
     # The target is judged in one process, the bare client and sakura-http alternating
     # (`record_alternating`), as replay's is: the totals above carry process-to-process noise.
-    _alternating(
-        run,
-        "4. The same, sakura-http and the bare client alternating in one process",
-        1.15,
-        "record_alternating",
-        path=str(run.workdir / "recorded-alternating.jsonl"),
-        base=run.base,
-        count=n,
-    )
+    for asynchronous in (False, True):
+        _alternating(
+            run,
+            "4. The same, sakura-http and the bare client alternating in one process"
+            + (", async (asyncio)" if asynchronous else ""),
+            1.15,
+            "record_alternating",
+            path=str(run.workdir / "recorded-alternating.jsonl"),
+            base=run.base,
+            count=n,
+            asynchronous=asynchronous,
+        )
     run.add(drift)
     return recorded
 
