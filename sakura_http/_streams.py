@@ -173,9 +173,9 @@ class TeeStream:
     """Passes a live response's chunks to the caller while recording them.
 
     `commit(exchange)` (`await acommit(exchange)` when closed by async code) is called once,
-    when the stream is closed: with the whole body when the
-    caller read to the end, else with what was delivered, marked `truncated` (an early close, or
-    a cancelled async read: both are the caller's choice).  It is not called when reading failed
+    when the stream is closed: with the whole body when the caller read to the end, else with
+    what was delivered, marked `truncated` (an early close, or a cancelled async read: both are
+    the caller's choice).  It is not called when reading failed
     (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
     called for a response that is never closed: httpx closes it when a `with client.stream(...)`
     block ends, or when a non-streaming request has read the body.
