@@ -9,6 +9,7 @@ httpx2 is optional and imported only when a request of it arrives.
 
 from __future__ import annotations
 
+import copyreg
 import importlib
 from collections.abc import Callable
 from types import ModuleType
@@ -63,7 +64,6 @@ class HttpLibrary(NamedTuple):
         assert exchange.status is not None
         return self._respond(
             exchange.status,
-            exchange.response_headers,
             self.headers(exchange.response_headers, exchange.response_header_charset),
             self.replay_stream(exchange, chunk_size, latency),
             request,
@@ -86,7 +86,7 @@ class HttpLibrary(NamedTuple):
         was decoded, and its content-encoding dropped)."""
         headers = live.headers if as_received else self.headers(text, charset)
         if isinstance(stream, ReplayStream):
-            return self._respond(live.status_code, text, headers, stream, request, live.extensions)
+            return self._respond(live.status_code, headers, stream, request, live.extensions)
         return self.module.Response(
             live.status_code,
             headers=headers,
@@ -96,25 +96,15 @@ class HttpLibrary(NamedTuple):
         )
 
     def _respond(
-        self,
-        status: int,
-        text: Headers,
-        headers: Any,
-        stream: ReplayStream,
-        request: Any,
-        extensions: Any,
+        self, status: int, headers: Any, stream: ReplayStream, request: Any, extensions: Any
     ) -> Any:
         """A response whose body `stream` replays, which `read()` takes whole when that is
-        what reading it chunk by chunk would give (see `_response_class`): no pacing, and no
-        content-encoding for httpx to decode (`text` is its header text)."""
+        what reading it chunk by chunk would give (see `_response_class`)."""
         response = self.response(
             status, headers=headers, stream=stream, request=request, extensions=extensions
         )
         content = stream.content
         if content is not None and self.response is not self.module.Response:
-            for name, _ in text:
-                if name.lower() == "content-encoding":
-                    return response
             response._replayed = (stream, content)
         return response
 
@@ -184,13 +174,16 @@ def _response_class(module: ModuleType) -> type:
     are the recorded body itself: a sixth of a replayed request's time.  A response given
     `_replayed` = (its stream, the body) by `HttpLibrary._respond` takes the body at once
     instead and closes as reading to the end would (which sets `elapsed`), leaving the
-    response exactly as the library's own `read()` would.  Anything else reads as usual: a
-    response already read, consumed or closed, one read from the wrong side (sync or async),
-    or one whose stream is no longer the replay's (the client's `Bound*Stream` wraps it).
+    response exactly as the library's own `read()` would.  Async, a body of several chunks is
+    a checkpoint first, as reading it chunk by chunk is (other tasks run; a cancellation is
+    delivered).  Anything else reads as usual: a response already read, consumed or closed,
+    one read from the wrong side (sync or async), one whose stream is no longer the replay's
+    (the client's `Bound*Stream` wraps it), and one whose headers, as they are when it is read
+    (an event hook may change them), name a content-encoding for httpx to decode.
 
-    The response pickles (and copies) as the library's own `Response`.  A probe holds the two
-    reads to the same result when the library is loaded; a library whose `Response` keeps other
-    state is given its own class, read the usual way.
+    The response pickles (and copies) as the library's own `Response`, with no reference to
+    sakura-http.  A probe holds the two reads to the same result when the library is loaded; a
+    library whose `Response` keeps other state is given its own class, read the usual way.
     """
     base: Any = module.Response
     sync_stream, async_stream = module.SyncByteStream, module.AsyncByteStream
@@ -211,6 +204,10 @@ def _response_class(module: ModuleType) -> type:
             current is not stream and getattr(current, "_stream", None) is not stream
         ):
             return None
+        # The headers' entries are (name, lower-case name, value), as `_headers_of` probes.
+        for entry in getattr(response.headers, "_list", _UNKNOWN):
+            if entry[1] == b"content-encoding":
+                return None
         response.is_stream_consumed = True
         response._num_bytes_downloaded = len(content)
         response._content = content
@@ -229,6 +226,11 @@ def _response_class(module: ModuleType) -> type:
             return content
 
         async def aread(self) -> bytes:
+            replayed = self._replayed
+            if replayed is not None and replayed[0].several_chunks:
+                import anyio.lowlevel  # imported by the async paths only (see _streams)
+
+                await anyio.lowlevel.checkpoint()
             content = take(self, async_stream)
             if content is None:
                 return await base.aread(self)  # type: ignore[no-any-return]
@@ -240,8 +242,11 @@ def _response_class(module: ModuleType) -> type:
             state.pop("_replayed", None)
             return state
 
-        def __reduce__(self) -> tuple[Any, ...]:
-            return _unpickled, (base, self.__getstate__())
+        def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
+            # Rebuilt as the library's own class, then given its state (`__setstate__`), by
+            # the function the standard library rebuilds any plain object with.
+            rebuild = copyreg._reconstructor  # type: ignore[attr-defined]
+            return rebuild, (base, object, None), self.__getstate__()
 
     def state(response: Any) -> dict[str, Any]:
         return {
@@ -261,11 +266,7 @@ def _response_class(module: ModuleType) -> type:
     return Response if state(taken) == state(usual) else base
 
 
-def _unpickled(cls: Any, state: dict[str, Any]) -> Any:
-    """A response of `cls` from its pickled state (`Response.__reduce__`)."""
-    response = cls.__new__(cls)
-    response.__setstate__(state)
-    return response
+_UNKNOWN = ((b"", b"content-encoding", b""),)  # headers kept otherwise: never taken whole
 
 
 def _host_port(url: Any) -> tuple[str, int | None]:

@@ -92,6 +92,15 @@ class ReplayStream:
             return None
         return exchange.response_body
 
+    @property
+    def several_chunks(self) -> bool:
+        """Whether the body replays in more than one chunk: async iteration then passes a
+        checkpoint (between chunks)."""
+        if self._whole is not None:
+            return False
+        chunks = self._exchange.chunks
+        return chunks is None or sum(1 for size in chunks if size) > 1
+
     def __iter__(self) -> Iterator[bytes]:
         if self._offsets is None and self._whole is not None:
             return iter(self._whole)

@@ -461,6 +461,8 @@ def whole_read_cassettes(tmp_path: Path) -> dict[str, tuple[Path, dict[str, Any]
         "over the chunk size": (write_cassette(tmp_path / "d.jsonl", big), {}),
         "gzip": (write_cassette(tmp_path / "e.jsonl", gzipped, content_encoding="gzip"), {}),
         "bad gzip": (write_cassette(tmp_path / "f.jsonl", b"nope", content_encoding="GZip"), {}),
+        "gzip without its header": (write_cassette(tmp_path / "h.jsonl", gzipped), {}),
+        "one recorded chunk": (write_cassette(tmp_path / "i.jsonl", NDJSON, chunks=[80]), {}),
         "paced": (
             write_cassette(tmp_path / "g.jsonl", NDJSON, chunks=[7, rest], timings_ms=[0, 1]),
             {"replay_latency": 0.01},
@@ -497,7 +499,13 @@ SYNC_WHOLE_READS = {
     "read after close": lambda r: (r.close(), r.read()),
     "text and json": lambda r: (r.read(), r.text, observed(r)),
     "read a stream put in the replay's place": lambda r: (replace_stream(r), r.read()),
+    # httpx decides at read time, from the headers as they are then, what to decode.
+    "read after a content-encoding is set": lambda r: (set_gzip(r), r.read(), observed(r)),
 }
+
+
+def set_gzip(response: Any) -> None:
+    response.headers["content-encoding"] = "gzip"
 
 
 def replace_stream(response: Any) -> None:
@@ -555,6 +563,16 @@ async def async_whole_read(lib: ModuleType, path: Path, options: dict[str, Any],
                 if how == "read after close":
                     await response.aclose()
                     return await response.aread()
+                if how == "read after a content-encoding is set":
+                    set_gzip(response)
+                    return await response.aread(), observed(response)
+                if how == "read in a cancelled scope":
+                    # Reading a body of several chunks is a checkpoint, as reading a socket is:
+                    # a cancellation is delivered (a body of one chunk has none to wait for).
+                    with anyio.CancelScope() as scope:
+                        scope.cancel()
+                        await response.aread()
+                    return scope.cancelled_caught
                 assert how == "sync read of an async response"
                 return response.read()
             except Exception as exc:
@@ -572,6 +590,8 @@ async def async_whole_read(lib: ModuleType, path: Path, options: dict[str, Any],
         "raw after read",
         "read after raw",
         "read after close",
+        "read after a content-encoding is set",
+        "read in a cancelled scope",
         "sync read of an async response",
     ],
 )
@@ -637,7 +657,11 @@ def test_a_replayed_response_pickles_as_the_library_s_own(lib: ModuleType, tmp_p
     path, _ = whole_read_cassettes(tmp_path)["recorded chunks"]
     with lib.Client(transport=RecordingTransport(path)) as client:
         response = client.get(URL)
-    for again in (pickle.loads(pickle.dumps(response)), copy.copy(response)):
+    assert b"sakura_http" not in pickle.dumps(response)  # it unpickles with the library alone
+    response.seen = [response]  # a response that refers to itself is copied as one
+    deep = copy.deepcopy(response)
+    assert deep.seen[0] is deep
+    for again in (pickle.loads(pickle.dumps(response)), copy.copy(response), deep):
         assert type(again) is lib.Response
         assert again.content == NDJSON
         assert (again.status_code, again.headers) == (response.status_code, response.headers)
