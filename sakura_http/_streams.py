@@ -99,7 +99,7 @@ class ReplayStream:
         if self._whole is not None:
             return False
         chunks = self._exchange.chunks
-        return chunks is None or sum(1 for size in chunks if size) > 1
+        return chunks is None or (len(chunks) > 1 and sum(1 for size in chunks if size) > 1)
 
     def __iter__(self) -> Iterator[bytes]:
         if self._offsets is None and self._whole is not None:
