@@ -6,8 +6,10 @@ when the class is defined: about a millisecond a class on Python 3.11, which eve
 values on its import path.  A dataclass declared ``eq=False, repr=False`` that derives from
 `Value` gets these shared methods instead, which behave as the generated ones do:
 
-* ``==`` compares the fields with ``compare=True``, as a tuple, and only with an object of
-  exactly the same class (else `NotImplemented`);
+* ``==`` compares the fields with ``compare=True``, and only with an object of exactly the
+  same class (else `NotImplemented`): as a tuple before Python 3.13, which takes an object as
+  equal to itself; field by field since, after taking an object as equal to itself (two
+  values holding one NaN object differ there);
 * ``hash()`` hashes the fields that take part in it (``hash=`` if given, else ``compare=``);
   a class that is not frozen sets ``__hash__ = None`` itself, as ``@dataclass`` would;
 * ``repr()`` shows the fields with ``repr=True`` as ``Name(field=value, ...)``, and ``...``
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import reprlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +40,9 @@ class Value:
         if other.__class__ is not self.__class__:
             return NotImplemented
         compared = _shape(self)[0]
+        if _FIELD_BY_FIELD:
+            pairs = zip(compared(self), compared(other), strict=True)
+            return self is other or all(a == b for a, b in pairs)
         return compared(self) == compared(other)  # type: ignore[no-any-return]
 
     def __hash__(self) -> int:
@@ -48,6 +54,7 @@ class Value:
         return f"{self.__class__.__qualname__}({shown})"
 
 
+_FIELD_BY_FIELD = sys.version_info >= (3, 13)  # how `@dataclass` writes `__eq__` here
 _Shape = tuple[Callable[[Any], Any], Callable[[Any], Any], tuple[str, ...]]
 _SHAPES: dict[type, _Shape] = {}
 

@@ -31,11 +31,18 @@ from sakura_http.llm._clients import _Sdk
 
 EXCHANGE = Exchange("GET", "https://api.example.test/v1", (("accept", "*/*"),), b"", 200)
 FAULT = FaultInfo("ConnectError", "refused")
+NAN = float("nan")  # one object, in a field of two values: equal before Python 3.13, not since
 
 # Samples of each class: equal ones that are not the same object, and ones that differ in each
 # field (`replace`), so every field's part in ==, hash() and repr() is seen.
 SAMPLES: dict[type, list[Any]] = {
-    FaultInfo: [FAULT, FaultInfo("ConnectError", "refused"), FaultInfo("ReadTimeout", "refused")],
+    FaultInfo: [
+        FAULT,
+        FaultInfo("ConnectError", "refused"),
+        FaultInfo("ReadTimeout", "refused"),
+        FaultInfo(NAN, "refused"),  # type: ignore[arg-type]
+        FaultInfo(NAN, "refused"),  # type: ignore[arg-type]
+    ],
     Exchange: [
         EXCHANGE,
         Exchange("GET", "https://api.example.test/v1", (("accept", "*/*"),), b"", 200),
