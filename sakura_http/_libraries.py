@@ -71,20 +71,12 @@ class HttpLibrary(NamedTuple):
         )
 
     def handed_on(
-        self,
-        live: Any,
-        request: Any,
-        stream: Any,
-        text: Headers,
-        charset: str,
-        *,
-        as_received: bool,
+        self, live: Any, request: Any, stream: Any, headers: Headers | None, charset: str
     ) -> Any:
         """The response handed to the caller while recording: the live response's status and
-        extensions (reason phrase, HTTP version), `stream` as its body, and `text` as its
-        headers: the live response's own (`as_received`), or spelled in `charset` (the body
-        was decoded, and its content-encoding dropped)."""
-        headers = live.headers if as_received else self.headers(text, charset)
+        extensions (reason phrase, HTTP version), its headers as received (`headers` None) or
+        `headers` spelled in `charset` (the body was decoded), and `stream` as its body."""
+        headers = live.headers if headers is None else self.headers(headers, charset)
         if isinstance(stream, ReplayStream):
             return self._respond(live.status_code, headers, stream, request, live.extensions)
         return self.module.Response(

@@ -246,8 +246,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         recorder.start(response.status_code, headers, charset)
         if self._config.stream_through:
             # Headers as received, unless the body is decoded (content-encoding dropped).
-            as_received = recorder.headers_as_received
-            text = headers if as_received else recorder.live_headers()
+            decoded = None if recorder.headers_as_received else recorder.live_headers()
             stream = library.tee_stream(
                 response.stream,
                 recorder,
@@ -256,9 +255,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
                 close(response),
                 self._note_error,
             )
-            return library.handed_on(
-                response, request, stream, text, charset, as_received=as_received
-            )
+            return library.handed_on(response, request, stream, decoded, charset)
         read = _Read(response)  # one step object for every chunk
         try:
             while (raw := (yield read)) is not None:
@@ -268,10 +265,9 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             yield _Close(response)
         yield _Commit(plan, exchange)
         live = recorder.live()  # (a body that failed to decode is kept raw, headers as received)
-        as_received = recorder.headers_as_received
-        text = headers if as_received else live.response_headers
+        decoded = None if recorder.headers_as_received else live.response_headers
         replay = library.replay_stream(live, self._config.replay_chunk_size, 0.0)
-        return library.handed_on(response, request, replay, text, charset, as_received=as_received)
+        return library.handed_on(response, request, replay, decoded, charset)
 
     # --- sync ------------------------------------------------------------------------------
 
