@@ -8,7 +8,7 @@ Each measure runs in a fresh process (``benchmarks/measures.py``), is repeated, 
 median.  Every figure a target uses is a ratio against a floor measured in the same run (a bare
 ``httpx.MockTransport``, the bare client, reading the file with ``orjson``), so the targets hold
 or fail the same way on a fast or a slow machine.  The table marks each target met or not; the
-chart (matplotlib, the optional ``bench`` extra) draws the ratios per tool.  Peers that do not
+chart (matplotlib, the ``bench`` dependency group) draws the ratios per tool.  Peers that do not
 import are skipped with a note.  Only servers on 127.0.0.1 are used.
 """
 
@@ -488,7 +488,7 @@ def chart(run: Run, path: Path) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return (
-            f"no chart: matplotlib is not installed (pip install -e '.[bench]'); {path} not written"
+            f"no chart: matplotlib is not installed (pip install --group bench); {path} not written"
         )
     rows = [r for r in run.rows if r.ratios]
     tools = sorted({t for r in rows for t in r.ratios}, key=lambda t: (t != "sakura-http", t))
