@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 from tests import offline
 from tests.drive import Driver
 from tests.servers import LocalServer, start_echo_server
 
 offline.install()  # before any test: nothing in this process reaches beyond loopback
+
+# In CI (CI=true) every property test draws the same examples run after run, so a red run can be
+# replayed exactly; anywhere, a failure prints the blob that reproduces it
+# (@reproduce_failure).  A test's own @settings override only the fields it names.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 LIBRARIES = ["httpx"] + (["httpx2"] if sys.version_info >= (3, 11) else [])
 # The anthropic and openai SDKs the LLM tests record need httpx2, so Python 3.11 or later.
