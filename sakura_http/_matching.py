@@ -397,39 +397,56 @@ def body_diff(
     return diff
 
 
+class Compared(NamedTuple):
+    """One side of a miss as matching sees it: after the secrets, the scrubs and the ignores of
+    the rules, so an ignored or scrubbed value is never shown as a difference."""
+
+    method: str
+    url: str
+    headers: Headers  # the scrubbed header list (its content type says how to read the body)
+    ordinary: Headers  # the compared headers
+    body: bytes  # the body as compared
+
+
+def compared(rules: MatchRules, method: str, url: str, headers: Headers, body: bytes) -> Compared:
+    """The parts of a request or exchange as `rules` compare them (see `MatchRules.key`)."""
+    if rules._has_rules:
+        headers = rules.rules.scrub_request_headers(headers)
+    return Compared(
+        method.upper(),
+        rules.url(url),
+        headers,
+        rules.ordinary_headers(headers),
+        rules.body(headers, body),
+    )
+
+
 def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
     """Which parts of `request` differ from a recorded exchange, one line per part, after the
-    matching rules are applied; ends with the rule that would make them match, when one
-    would."""
+    matching rules are applied to both sides; ends with the rule that would make them match,
+    when one would."""
+    mine = compared(rules, request.method, request.url, request.headers, request.body)
+    theirs = compared(rules, exchange.method, exchange.url, exchange.headers, exchange.body)
     out = []
-    if request.method.upper() != exchange.method.upper():
+    if mine.method != theirs.method:
         out.append(f"method: request {request.method}, recorded {exchange.method}")
-    request_url, recorded_url = rules.url(request.url), rules.url(exchange.url)
-    if request_url != recorded_url:
-        out.append(f"url: request {request_url}, recorded {recorded_url}")
-    header_lines = _header_differences(
-        rules.ordinary_headers(request.headers),
-        rules.ordinary_headers(exchange.headers),
-        rules.secret,
-    )
+    if mine.url != theirs.url:
+        out.append(f"url: request {mine.url}, recorded {theirs.url}")
+    header_lines = _header_differences(mine.ordinary, theirs.ordinary, rules.secret)
     out.extend(header_lines)
-    body_differs = rules.body(request.headers, request.body) != rules.body(
-        exchange.headers, exchange.body
-    )
+    body_differs = mine.body != theirs.body
     if body_differs:
         out.append("body differs:")
-        out.extend(
-            "    " + line
-            for line in body_diff(request.headers, request.body, exchange.headers, exchange.body)
-        )
+        diff = body_diff(mine.headers, mine.body, theirs.headers, theirs.body)
+        out.extend("    " + line for line in diff)
     out.extend(
         _rule_hints(
-            request,
-            exchange,
-            url_differs=request_url != recorded_url,
+            mine,
+            theirs,
+            url_differs=mine.url != theirs.url,
             headers=[line.split(":", 1)[0].removeprefix("header ") for line in header_lines],
             body_differs=body_differs,
-            method_differs=request.method.upper() != exchange.method.upper(),
+            method_differs=mine.method != theirs.method,
         )
     )
     return out
@@ -440,8 +457,8 @@ VERSION_HEADERS = {"anthropic-version": "Anthropic", "openai-version": "OpenAI"}
 
 
 def _rule_hints(
-    request: RequestData,
-    exchange: Exchange,
+    request: Compared,
+    exchange: Compared,
     *,
     url_differs: bool,
     headers: list[str],

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, canonical_url
+from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, Rules, Scrub, canonical_url
 from sakura_http._format import Exchange
 from sakura_http._libraries import _request_headers, _url_view, library_of
 from sakura_http._matching import (
@@ -229,3 +229,52 @@ def test_method_and_path_first() -> None:
         post(message(model="x", max_tokens=1, temperature=1.0)),
     ]
     assert nearest(request(message()), exchanges)[0] == 3
+
+
+# --- a miss is explained after the rules, on both sides ------------------------------------
+
+
+def explained(req: RequestData, exchanges: list[Exchange], rules: MatchRules) -> str:
+    return "\n".join(line for _, _, diffs in explain_miss(req, exchanges, rules) for line in diffs)
+
+
+def ruled(rules: Rules) -> MatchRules:
+    return MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset(), rules=rules)
+
+
+def test_an_ignored_json_field_is_never_shown_as_a_difference() -> None:
+    recorded = post(message(q="ada", metadata={"user_id": "u1"}))
+    live = request(message(q="bob", metadata={"user_id": "u2"}))
+    text = explained(live, [recorded], ruled(Rules(ignore_json=["metadata.user_id"])))
+    assert '"q": "bob"' in text  # what still differs is shown
+    assert "u1" not in text and "u2" not in text
+    assert "metadata.user_id" not in text  # nor suggested again
+
+
+def test_a_scrubbed_json_field_is_never_shown_as_a_difference() -> None:
+    # As written: the recording holds the placeholder, the live request the real value.
+    recorded = post(message(q="ada", metadata={"user_id": "<scrubbed>"}))
+    live = request(message(q="bob", metadata={"user_id": "ada@mail.example"}))
+    text = explained(live, [recorded], ruled(Rules(scrub=[Scrub.json("metadata.user_id")])))
+    assert '"q": "bob"' in text
+    assert "ada@mail.example" not in text
+    assert "metadata.user_id" not in text
+
+
+def test_an_ignored_query_parameter_is_never_suggested_again() -> None:
+    url = "https://api.example.test/v1/items"
+    recorded = Exchange("GET", f"{url}?q=ada&ts=1700000000")
+    live = RequestData("GET", f"{url}?q=bob&ts=1800000000", (), b"", "api.example.test", 443)
+    text = explained(live, [recorded], ruled(Rules(ignore_query=["ts"])))
+    assert f"url: request {url}?q=bob, recorded {url}?q=ada" in text
+    assert "ts=" not in text and '"ts"' not in text
+
+
+def test_a_header_scrubbed_by_a_regex_is_never_shown_as_a_difference() -> None:
+    rules = Rules(scrub=[Scrub.regex(r"[\w.]+@[\w.]+", "<email>")])
+    recorded = post(message(q="ada"), (*JSON, ("x-user", "<email>")))
+    live = request(message(q="bob"), (*JSON, ("x-user", "grace@mail.example")))
+    text = explained(live, [recorded], ruled(rules))
+    assert "x-user" not in text
+    assert "grace@mail.example" not in text
+    assert '"q": "bob"' in text
