@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 SCRUBBED = "<scrubbed>"
-_IGNORED = "<ignored>"
+_GONE: Any = object()  # a list item an ignored path names, until the list is swept
 
 #: Response headers the anthropic and openai APIs (and their CDN) set anew on every call.
 LLM_VOLATILE_RESPONSE_HEADERS = (
@@ -359,10 +359,39 @@ class Rules(Value):
                 value = orjson.loads(body)
             except orjson.JSONDecodeError:
                 return body
-            for path in self.ignore_json:
-                value = path.set(value, _IGNORED)
-            return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+            return orjson.dumps(_without(value, self.ignore_json), option=orjson.OPT_SORT_KEYS)
         return body
+
+
+def _without(value: Any, paths: Iterable[JsonPath]) -> Any:
+    """`value` without the nodes `paths` name, where they are: a key, a list item.  What is not
+    there is not added, so a path present on one side only is ignored too; the objects and
+    lists around a removed node stay (`g.y` ignores `y`, not whether `g` is there)."""
+    lists: dict[int, list[Any]] = {}
+    for path in paths:
+        value = _remove(value, path.parts, lists)
+    for items in lists.values():  # items are marked first, so indexes name the original items
+        items[:] = [item for item in items if item is not _GONE]
+    return value
+
+
+def _remove(node: Any, parts: Sequence[str | int | None], lists: dict[int, list[Any]]) -> Any:
+    head, rest = parts[0], parts[1:]
+    if isinstance(head, str):
+        if isinstance(node, dict) and head in node:
+            if rest:
+                node[head] = _remove(node[head], rest, lists)
+            else:
+                del node[head]
+    elif isinstance(node, list):
+        indexes = range(len(node)) if head is None else [head] if head < len(node) else []
+        for i in indexes:
+            if rest:
+                node[i] = _remove(node[i], rest, lists)
+            else:
+                node[i] = _GONE
+                lists[id(node)] = node
+    return node
 
 
 def _literal(value: AnyStr) -> Callable[[re.Match[AnyStr]], AnyStr]:

@@ -23,6 +23,7 @@ from sakura_http import (
     Rules,
     Scrub,
 )
+from sakura_http._matching import MatchRules
 from tests.drive import Driver
 
 URL = "https://crm.example.test/v1/customers"
@@ -135,6 +136,54 @@ def test_ignore_json(drive: Driver, tmp_path: Path) -> None:
     changed = {**other, "messages": [{"id": "m9", "text": "bye"}]}
     with pytest.raises(CassetteMiss, match="body differs"):
         drive.send(drive.transport(path, rules=rules), "POST", URL, json=changed)
+
+
+ONE_SIDED = [
+    ("g", {"a": 1}, {"a": 1, "g": 2}),
+    ("g", {"a": 1, "g": 2}, {"a": 1}),
+    ("g.y", {"a": 1, "g": {"x": 1}}, {"a": 1, "g": {"x": 1, "y": [2]}}),
+    ("g.y", {"g": {"x": 1, "y": {"z": 1}}}, {"g": {"x": 1}}),
+    ("m[*].id", {"m": [{"t": "a"}, {"t": "b", "id": 1}]}, {"m": [{"t": "a", "id": 7}, {"t": "b"}]}),
+    ("m[1]", {"m": [1]}, {"m": [1, 2]}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "recorded", "sent"), ONE_SIDED)
+def test_ignore_json_ignores_a_path_present_on_one_side_only(
+    path: str, recorded: Any, sent: Any
+) -> None:
+    rules = MatchRules(frozenset(), frozenset(), rules=Rules(ignore_json=[path]))
+    headers = (("content-type", "application/json"),)
+    exchange = Exchange("POST", URL, headers, json.dumps(recorded).encode())
+    request = dataclasses.replace(exchange, body=json.dumps(sent).encode())
+    assert rules.key_of_exchange(request) == rules.key_of_exchange(exchange)
+    plain = MatchRules(frozenset(), frozenset())
+    assert plain.key_of_exchange(request) != plain.key_of_exchange(exchange)
+
+
+def test_ignore_json_one_sided_replays(drive: Driver, tmp_path: Path) -> None:
+    path, recorded, sent = ONE_SIDED[0]
+    rules = Rules(ignore_json=[path])
+    _, _, replayed = _record_then_replay(
+        drive, tmp_path, rules, {"method": "POST", "url": URL, "json": recorded},
+        {"method": "POST", "url": URL, "json": sent},
+    )  # fmt: skip
+    assert replayed.json() == {"ok": True}
+
+
+def test_ignore_json_leaves_out_only_what_it_names() -> None:
+    headers = (("content-type", "application/json"),)
+
+    def compared(rules: Rules, value: Any) -> Any:
+        return json.loads(rules.match_body(headers, json.dumps(value).encode()))
+
+    # Several indexes of one list are the items they named, whatever the order of the paths.
+    for paths in (["m[0]", "m[2]"], ["m[2]", "m[0]"]):
+        assert compared(Rules(ignore_json=paths), {"m": [0, 1, 2, 3]}) == {"m": [1, 3]}
+    # `g.y` ignores `y`, not whether `g` is there: `ignore_json=["g"]` does that.
+    assert compared(Rules(ignore_json=["g.y"]), {"g": {"y": 1}}) == {"g": {}}
+    assert compared(Rules(ignore_json=["g.y"]), {"a": 1}) == {"a": 1}
+    assert compared(Rules(ignore_json=["m[*].id", "m"]), {"m": [{"id": 1}], "a": 1}) == {"a": 1}
 
 
 def test_ignore_body(drive: Driver, tmp_path: Path) -> None:
