@@ -8,7 +8,8 @@ These rules run in one place, before anything can reach the cassette file or the
 * declared secret headers are forwarded but never written, and every value of theirs that is
   echoed anywhere in what is written (URL, headers, bodies, fault messages), in any of the
   forms a server plausibly writes it in, is replaced by `<redacted>` (`Redactor`);
-* `set-cookie` response headers are stored as `<redacted>`;
+* `set-cookie` and `set-cookie2` response headers are stored as `<redacted>`
+  (`REDACTED_RESPONSE_HEADERS`);
 * bodies are capped at `max_body_bytes` (16 MiB by default); reading and decoding stop there;
 * content-encoded responses are stored decoded, exactly when httpx can decode them and with the
   libraries httpx uses, bounded by the same limit, so a small bomb fails cleanly; a body left
@@ -47,6 +48,7 @@ __all__ = [
     "NOT_CREDENTIAL_HEADERS",
     "PROVIDER_CREDENTIAL_HEADERS",
     "REDACTED",
+    "REDACTED_RESPONSE_HEADERS",
     "BodyDecoder",
     "Redactor",
     "SecretMemory",
@@ -93,13 +95,40 @@ PROVIDER_CREDENTIAL_HEADERS = frozenset(
     }
 )
 
+#: Response headers whose every value is written as `REDACTED`: cookies the server sets (the
+#: obsolete `set-cookie2` of RFC 2965 included).  Recording, `convert` and `lint` use this set.
+REDACTED_RESPONSE_HEADERS = frozenset({"set-cookie", "set-cookie2"})
+
 #: Header names with a credential shape that are not credentials: idempotency keys are random
 #: per request (see `DEFAULT_IGNORE_HEADERS`), the WebSocket key is a public nonce.
 NOT_CREDENTIAL_HEADERS = frozenset({"idempotency-key", "x-idempotency-key", "sec-websocket-key"})
 
-_CREDENTIAL_SUFFIXES = ("-key", "-token", "-secret", "-signature")
-_CREDENTIAL_WORDS = frozenset({"key", "token", "secret", "signature", "apikey"})
-_CREDENTIAL_PARTS = ("api-key", "apikey", "auth")
+#: Words that make a header name a credential wherever they appear in it, even inside a longer
+#: word (`x-apitoken`, `cookie2`, `x-hub-signature-256`, `x-csrftoken`); `api-key` is matched
+#: after every non-alphanumeric character was made a `-`.
+_CREDENTIAL_PARTS = (
+    "auth",
+    "api-key",
+    "apikey",
+    "password",
+    "passwd",
+    "pwd",
+    "secret",
+    "token",
+    "jwt",
+    "session",
+    "csrf",
+    "xsrf",
+    "signature",
+    "credential",
+    "bearer",
+    "cookie",
+)
+#: Words that make a name a credential only as a whole part between separators: `x-pat` (a
+#: personal access token), not `x-path` or `x-compat`; `key` only as the last part or alone.
+_CREDENTIAL_WORDS = frozenset({"pat"})
+_CREDENTIAL_SUFFIXES = ("-key",)
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
 
 # Secrets shorter than this are still dropped from request headers, but not searched for in
 # response bodies: replacing every "1" in a body would destroy it without protecting anything.
@@ -115,8 +144,11 @@ def is_known_credential_header(name: str) -> bool:
 def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
     """Whether a request header named `name` carries a credential, so it must be declared in
     `secret_headers` to be sent: one of `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`,
-    or a name of credential shape (ending in ``-key``, ``-token``, ``-secret`` or
-    ``-signature``, or containing ``api-key``, ``apikey`` or ``auth``; ``_`` counts as ``-``).
+    or a name of credential shape: containing, anywhere, ``auth``, ``api-key``, ``apikey``,
+    ``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``jwt``, ``session``, ``csrf``,
+    ``xsrf``, ``signature``, ``credential``, ``bearer`` or ``cookie``; holding ``pat`` as a
+    whole part (``x-pat``); or being ``key`` or ending in ``-key``.  Any run of characters
+    other than letters and digits counts as one ``-`` (``X_API_KEY`` is ``x-api-key``).
 
     `NOT_CREDENTIAL_HEADERS` and the names in `allow` (lower-case) are never credentials.
     """
@@ -132,11 +164,12 @@ def _credential_by_name(name: str) -> bool:
         return False
     if is_known_credential_header(name):
         return True
-    shape = name.replace("_", "-")
+    shape = _SEPARATORS.sub("-", name)
     return (
-        shape in _CREDENTIAL_WORDS
+        any(part in shape for part in _CREDENTIAL_PARTS)
+        or shape == "key"
         or shape.endswith(_CREDENTIAL_SUFFIXES)
-        or any(part in shape for part in _CREDENTIAL_PARTS)
+        or not _CREDENTIAL_WORDS.isdisjoint(shape.split("-"))
     )
 
 
@@ -378,14 +411,16 @@ class Redactor:
         return tuple((name, self.text(value)) for name, value in headers)
 
     def response_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
-        """Response headers as written: `set-cookie` redacted, echoed secrets replaced."""
+        """Response headers as written: `REDACTED_RESPONSE_HEADERS` (cookies) redacted, echoed
+        secrets replaced."""
+        blank = REDACTED_RESPONSE_HEADERS
         if self._needles is None:  # nothing to search for: only a cookie to blank out
             headers = tuple(headers)
             for name, _ in headers:
-                if name == "set-cookie":
-                    return tuple([(n, REDACTED if n == "set-cookie" else v) for n, v in headers])
+                if name in blank:
+                    return tuple([(n, REDACTED if n in blank else v) for n, v in headers])
             return headers
-        return tuple([(n, REDACTED if n == "set-cookie" else self.text(v)) for n, v in headers])
+        return tuple([(n, REDACTED if n in blank else self.text(v)) for n, v in headers])
 
     def request(self, request: RequestData) -> RequestData:
         """`request` as written and matched: URL, headers and body with every echo replaced

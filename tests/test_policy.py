@@ -21,6 +21,8 @@ import brotli
 import httpx
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sakura_http import (
     CassetteMiss,
@@ -29,9 +31,11 @@ from sakura_http import (
     UndecodableBodyError,
     _policy,
 )
+from sakura_http._cassette import load_cassette
 from sakura_http._format import Exchange, encode_exchange, encode_header
 from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
 from sakura_http._policy import (
+    NOT_CREDENTIAL_HEADERS,
     BodyDecoder,
     Redactor,
     SecretMemory,
@@ -42,8 +46,11 @@ from sakura_http._policy import (
 )
 from sakura_http.cli import main
 from sakura_http.cli._lint import lint_bytes
+from sakura_http.proxy import serve
 from tests.cli_support import run, write_cassette
 from tests.drive import Driver
+from tests.proxy_support import HANG_GUARD, start_upstream
+from tests.servers import start_echo_server
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
 URL = "https://api.example.test/v1/items"
@@ -60,6 +67,12 @@ def record(drive: Driver, path: Path, handler: Any, **options: Any) -> Recording
 
 # --- which headers are credentials ------------------------------------------------------------
 
+#: Credential-shaped names that recording, the proxy and `convert` let through (issue 23).
+ISSUE_23_NAMES = (
+    "x-password", "passwd", "x-apitoken", "x-jwt", "x-session-id", "cookie2",
+    "x-hub-signature-256", "bearer", "x-credential", "x-secret-value", "x-csrftoken", "x-pat",
+)  # fmt: skip
+
 
 @pytest.mark.parametrize(
     "name",
@@ -72,6 +85,8 @@ def record(drive: Driver, path: Path, handler: Any, **options: Any) -> Recording
         # credential shapes
         "x-custom-key", "x-session-token", "client-secret", "x-hub-signature", "x-apikey",
         "my-api-key-v2", "x-authentication", "X_API_KEY", "token", "apikey",
+        # the names of issue 23 that got through: each shape word in any part of the name
+        *ISSUE_23_NAMES,
     ],
 )  # fmt: skip
 def test_credential_header_names(name: str) -> None:
@@ -85,7 +100,20 @@ def test_credential_header_names(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["accept", "content-type", "x-request-id", "idempotency-key", "x-idempotency-key",
-     "sec-websocket-key", "x-keyboard", "anthropic-version", "openai-organization"],
+     "sec-websocket-key", "x-keyboard", "anthropic-version", "openai-organization",
+     # what httpx, requests and the SDKs send (the Stainless SDKs of Anthropic and OpenAI)
+     "user-agent", "accept-encoding", "connection", "x-stainless-lang",
+     "x-stainless-package-version", "x-stainless-os", "x-stainless-arch", "x-stainless-runtime",
+     "x-stainless-runtime-version", "x-stainless-async", "x-stainless-retry-count",
+     "x-stainless-read-timeout", "x-stainless-timeout", "x-stainless-helper-method",
+     "x-stainless-stream-helper", "x-stainless-poll-helper", "x-stainless-raw-response",
+     "anthropic-beta", "openai-project", "x-goog-user-project", "x-goog-api-client",
+     # browsers, tracing, clouds: parts that look like a shape word but are not one
+     "sec-fetch-mode", "sec-fetch-site", "sec-ch-ua-platform", "sec-websocket-version",
+     "sec-websocket-protocol", "upgrade-insecure-requests", "traceparent", "baggage",
+     "sentry-trace", "x-forwarded-for", "x-amz-date", "x-amz-content-sha256", "x-path",
+     "x-patch-mode", "x-compat", "x-http-method-override", "x-ms-client-request-id",
+     "x-github-api-version"],
 )  # fmt: skip
 def test_ordinary_header_names(name: str) -> None:
     assert not is_credential_header(name)
@@ -113,6 +141,192 @@ def test_provider_headers_are_refused_before_anything_is_sent(
             drive.send(transport, "GET", URL, headers={name: "AIzaSyFAKE-0123456789"})
     assert sent == []
     assert not (tmp_path / "c.jsonl").exists()
+
+
+#: Every word that makes a header name a credential wherever it appears in the name.
+SHAPE_WORDS = (
+    "password", "passwd", "pwd", "secret", "token", "jwt", "session", "csrf", "xsrf",
+    "signature", "credential", "bearer", "cookie", "auth", "apikey", "api-key", "api_key",
+)  # fmt: skip
+_NAME_CHARS = "abcdefghijklmnopqrstuvwxyz0123456789-_.!#$%&'*+^`|~"
+
+
+@given(
+    before=st.text(_NAME_CHARS, max_size=12),
+    word=st.sampled_from(SHAPE_WORDS),
+    after=st.text(_NAME_CHARS, max_size=12),
+    upper=st.lists(st.booleans(), max_size=40),
+)
+@settings(max_examples=300, derandomize=True)
+def test_a_shape_word_anywhere_in_a_name_makes_it_a_credential(
+    before: str, word: str, after: str, upper: list[bool]
+) -> None:
+    name = "".join(
+        c.upper() if flip else c
+        for c, flip in zip(before + word + after, upper + [False] * 40, strict=False)
+    )
+    assert is_credential_header(name)
+    assert not is_credential_header(name, allow={name.lower()})
+
+
+@given(
+    parts=st.lists(st.text("abcdefghijklmnopqrstuvwxyz0123456789", min_size=1), max_size=4),
+    at=st.integers(min_value=0, max_value=4),
+    separators=st.lists(st.sampled_from("-_."), min_size=5, max_size=5),
+)
+@settings(max_examples=200, derandomize=True)
+def test_pat_as_a_whole_part_makes_a_name_a_credential(
+    parts: list[str], at: int, separators: list[str]
+) -> None:
+    parts.insert(min(at, len(parts)), "pat")
+    name = parts[0] + "".join(sep + part for sep, part in zip(separators, parts[1:], strict=False))
+    assert is_credential_header(name)
+
+
+def test_pat_inside_a_word_is_not_a_credential() -> None:
+    for name in ("x-path", "x-patch", "x-pattern", "x-compat", "x-spat", "patch"):
+        assert not is_credential_header(name)
+
+
+def test_the_exceptions_hold_no_shape_word() -> None:
+    # An exception must stay one: no name in it may hold a word that would make it a
+    # credential in another spelling.
+    for name in NOT_CREDENTIAL_HEADERS:
+        assert not any(word in name for word in SHAPE_WORDS)
+
+
+def test_issue_23_names_are_refused_unless_declared_or_allowed(
+    drive: Driver, tmp_path: Path
+) -> None:
+    sent: list[Any] = []
+
+    def answer(request: Any) -> Any:
+        sent.append(request)
+        return drive.lib.Response(200, text="ok")
+
+    refusing = record(drive, tmp_path / "refused.jsonl", answer)
+    for name in ISSUE_23_NAMES:
+        with pytest.raises(CredentialHeaderError, match=f'secret_headers=\\["{name}"\\]'):
+            drive.send(refusing, "GET", URL, headers={name: "fake-test-value-0123456789"})
+    assert sent == []
+    assert not (tmp_path / "refused.jsonl").exists()
+
+    declared = record(drive, tmp_path / "declared.jsonl", answer, secret_headers=ISSUE_23_NAMES)
+    drive.send(declared, "GET", URL, headers=dict.fromkeys(ISSUE_23_NAMES, "fake-test-value-01"))
+    assert [dict(r.headers)[n] for r in sent for n in ISSUE_23_NAMES] == ["fake-test-value-01"] * 12
+    assert "fake-test-value" not in (tmp_path / "declared.jsonl").read_text()
+
+    allowed = record(drive, tmp_path / "allowed.jsonl", answer, allow_headers=ISSUE_23_NAMES)
+    drive.send(allowed, "GET", URL, headers=dict.fromkeys(ISSUE_23_NAMES, "not-a-secret"))
+    [written] = lines(tmp_path / "allowed.jsonl")
+    assert {n: v for n, v in written["headers"] if n in ISSUE_23_NAMES} == dict.fromkeys(
+        ISSUE_23_NAMES, "not-a-secret"
+    )
+
+
+def test_issue_23_names_are_allowed_by_the_plugin_ini(pytester: pytest.Pytester) -> None:
+    names = "".join(f"\n    {name}" for name in ISSUE_23_NAMES)  # a linelist option
+    with start_echo_server() as server:
+        pytester.makepyfile(
+            test_allowed=f"""
+import httpx
+
+def test_send(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("{server.url}/me", headers=dict.fromkeys({ISSUE_23_NAMES!r}, "plain"))
+"""
+        )
+        pytester.makeini("[pytest]\nsakura_record_hosts = 127.0.0.1\n")
+        pytester.runpytest("--record").assert_outcomes(failed=1)  # refused, nothing sent
+        assert server.requests == []
+        pytester.makeini(
+            f"[pytest]\nsakura_record_hosts = 127.0.0.1\nsakura_allow_headers = {names}\n"
+        )
+        pytester.runpytest("--record").assert_outcomes(passed=1)
+        assert len(server.requests) == 1
+
+
+def test_issue_23_names_are_refused_by_the_proxy(tmp_path: Path) -> None:
+    cassette = tmp_path / "proxy.jsonl"
+    with start_upstream() as upstream:
+        with (
+            serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+            httpx.Client(base_url=proxy.url, timeout=HANG_GUARD) as http,
+        ):
+            for name in ISSUE_23_NAMES:
+                response = http.get("/v1/me", headers={name: "fake-test-value-0123456789"})
+                assert response.status_code == 502
+                assert response.headers["x-sakura-http-error"] == "credential"
+                assert f"header {name} belongs in secret_headers" in response.text
+        assert upstream.requests == []
+        assert not cassette.exists()
+        with (
+            serve(
+                cassette, upstream=upstream.url, mode="new_episodes", allow_headers=["x-session-id"]
+            ) as proxy,
+            httpx.Client(base_url=proxy.url, timeout=HANG_GUARD) as http,
+        ):
+            assert http.get("/v1/me", headers={"x-session-id": "not-a-secret"}).is_success
+    assert "not-a-secret" in cassette.read_text()
+
+
+def test_issue_23_names_are_dropped_by_convert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = tmp_path / "vcr.json", tmp_path / "out.jsonl"
+    interaction = {
+        "request": {
+            "body": None,
+            "headers": {
+                name: [f"fake-test-value-{i:02}-0123456789"]
+                for i, name in enumerate(ISSUE_23_NAMES)
+            }
+            | {"accept": ["*/*"]},
+            "method": "GET",
+            "uri": URL,
+        },
+        "response": {
+            "body": {"string": "ok"},
+            "headers": {"set-cookie2": ["session=fake-test-cookie2-value"]},
+            "status": {"code": 200, "message": "OK"},
+        },
+    }
+    source.write_text(json.dumps({"interactions": [interaction], "version": 1}))
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result.err
+    for name in ISSUE_23_NAMES:
+        assert f"dropped request header {name} (interaction 1)" in result.err
+    written = target.read_text()
+    assert "fake-test-value" not in written and "fake-test-cookie2" not in written
+    [exchange] = load_cassette(target).exchanges
+    assert exchange.headers == (("accept", "*/*"),)
+    assert exchange.response_headers == (("set-cookie2", "<redacted>"),)
+
+
+def test_set_cookie2_is_redacted_like_set_cookie(drive: Driver, tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    cookies = [("set-cookie2", "session=fake-test-cookie2"), ("set-cookie", "a=fake-test-1")]
+    transport = record(drive, path, lambda r: drive.lib.Response(200, headers=cookies))
+    live = drive.send(transport, "GET", URL)
+    assert live.headers.get_list("set-cookie2") == ["session=fake-test-cookie2"]  # live: as sent
+    assert lines(path)[0]["response_headers"][:2] == [
+        ["set-cookie2", "<redacted>"],
+        ["set-cookie", "<redacted>"],
+    ]
+    # and with a declared secret, on the path that also searches for echoes
+    secret_path = tmp_path / "s.jsonl"
+    transport = record(
+        drive,
+        secret_path,
+        lambda r: drive.lib.Response(200, headers=cookies),
+        secret_headers=["authorization"],
+    )
+    drive.send(transport, "GET", URL, headers={"authorization": "Bearer fake-test-0123"})
+    assert "fake-test" not in secret_path.read_text()
+    findings = lint_bytes(path.read_bytes().replace(b"<redacted>", b"fake-test-cookie2", 1), path)
+    assert [(f.check, f.field) for f in findings] == [
+        ("set-cookie", "response_headers.set-cookie2")
+    ]
 
 
 def test_a_miss_never_prints_a_credential_value() -> None:

@@ -35,7 +35,7 @@ import httpx
 from .._cassette import AtomicRecording, load_cassette
 from .._exceptions import CassetteError
 from .._format import Exchange, Headers, encode_exchange
-from .._policy import REDACTED
+from .._policy import REDACTED, REDACTED_RESPONSE_HEADERS
 from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
 from ._lint import credential_headers
@@ -167,7 +167,7 @@ def _check_replay(
         name != want_name
         or not (
             value == REDACTED
-            if name == "set-cookie"
+            if name in REDACTED_RESPONSE_HEADERS
             else _same_but_redacted(value.encode(), want.encode())
         )
         for (name, value), (want_name, want) in zip(replayed, expected, strict=True)
@@ -178,11 +178,11 @@ def _check_replay(
 
 
 def _note(result: ConvertResult, source: SourceExchange, written: Exchange) -> None:
-    if any(n == "set-cookie" and v != REDACTED for n, v in source.response_headers):
+    if any(n in REDACTED_RESPONSE_HEADERS and v != REDACTED for n, v in source.response_headers):
         result.redacted_cookies += 1
     echoed = _REDACTED in written.response_body and _REDACTED not in source.response_body
     echoed = echoed or any(
-        REDACTED in v and REDACTED not in w and n != "set-cookie"
+        REDACTED in v and REDACTED not in w and n not in REDACTED_RESPONSE_HEADERS
         for (n, v), (_, w) in zip(written.response_headers, source.response_headers, strict=False)
     )
     result.redacted_echoes += echoed

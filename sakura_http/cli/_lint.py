@@ -9,7 +9,7 @@ Errors are problems that break replay or put a credential on disk:
   recording applies); a name that only has a credential's shape (not one of
   `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`) is a warning, since it may have been
   recorded on purpose with `allow_headers`;
-* a `set-cookie` response header whose value is not exactly `<redacted>`;
+* a `set-cookie` or `set-cookie2` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
@@ -39,6 +39,7 @@ from .._format import Exchange, Headers, decode_exchange, decode_header, iter_li
 from .._policy import (
     DEFAULT_MAX_BODY_BYTES,
     REDACTED,
+    REDACTED_RESPONSE_HEADERS,
     is_credential_header,
     is_known_credential_header,
 )
@@ -239,13 +240,13 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
                 mask(value),
             )
     for name, value in exchange.response_headers:
-        if name == "set-cookie" and value != REDACTED:
-            field = "response_headers.set-cookie"
+        if name in REDACTED_RESPONSE_HEADERS and value != REDACTED:
+            field = f"response_headers.{name}"
             credential_fields.add(field)
             add(
                 "error",
                 "set-cookie",
-                f"response header set-cookie is not redacted ({mask(value)}): replace its value "
+                f"response header {name} is not redacted ({mask(value)}): replace its value "
                 f'with "{REDACTED}", as recording does',
                 field,
                 mask(value),
