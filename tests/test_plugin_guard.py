@@ -3,8 +3,11 @@
 No packet may leave for a non-loopback address even if the guard were broken: the inner
 conftest replaces the real `socket.getaddrinfo` and `socket.socket.connect` / `connect_ex` /
 `sendto` with sentinels *before* the guard wraps them.  A sentinel passes loopback through and,
-for anything else, logs the call and raises instead of calling the real function.  Names are
-reserved (``.invalid``); the one address is from TEST-NET-1 (192.0.2.0/24, documentation only).
+for anything else, logs the call and raises instead of calling the real function.  Creating a
+socket of a family that bypasses IP (`AF_PACKET`) is watched by a sentinel audit hook that runs
+after the guard's: it raises before the socket exists, and no test sends anything on one.
+Names are reserved (``.invalid``); the one address is from TEST-NET-1 (192.0.2.0/24,
+documentation only).
 """
 
 from __future__ import annotations
@@ -16,7 +19,12 @@ import pytest
 SENTINELS = '''
 import ipaddress
 import socket
+import sys
 from pathlib import Path
+
+from sakura_http.pytest_plugin import _guard
+
+_guard._install_audit_hook()  # the guard's hook first, so it decides before the sentinel
 
 LOG = Path(__file__).with_name("sentinel.log")
 REAL_GETADDRINFO = socket.getaddrinfo
@@ -58,9 +66,18 @@ def wrap(name):
     return method
 
 
+CREATABLE = (-1, socket.AF_INET, socket.AF_INET6, socket.AF_UNIX)
+
+
+def creation(event, args):
+    if event == "socket.__new__" and args[1] not in CREATABLE:
+        trip(f"socket.__new__ family {args[1]}")
+
+
 socket.getaddrinfo = getaddrinfo
 for name in REAL:
     setattr(socket.socket, name, wrap(name))
+sys.addaudithook(creation)
 '''
 
 GUARDED = """
@@ -69,6 +86,9 @@ import socket
 import anyio
 import httpx
 import pytest
+
+# A family that bypasses IP (Linux's raw link-layer sockets; another one elsewhere).
+RAW = getattr(socket, "AF_PACKET", getattr(socket, "AF_ROUTE", 17))
 
 
 def test_create_connection_is_refused(sakura_fixtures):
@@ -86,6 +106,17 @@ def test_connect_ex_and_sendto_are_refused(sakura_fixtures):
             sock.connect_ex(("192.0.2.1", 443))
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.sendto(b"x", ("192.0.2.1", 53))
+
+
+def test_a_raw_socket_is_refused(sakura_fixtures):
+    socket.socket(RAW, socket.SOCK_RAW)
+
+
+def test_a_raw_socket_refusal_caught_by_the_code_under_test(sakura_fixtures):
+    try:
+        socket.socket(RAW, socket.SOCK_RAW)
+    except OSError:
+        pass
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])
@@ -129,13 +160,15 @@ def test_guard_refuses_everything_but_loopback(pytester: pytest.Pytester, sentin
     pytester.makeini("[pytest]\nfilterwarnings = error\n")
     pytester.makepyfile(test_guarded=GUARDED)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=6, passed=2, errors=2)
+    result.assert_outcomes(failed=7, passed=3, errors=3)
     result.stdout.fnmatch_lines_random(
         [
             "*NetworkBlocked: sakura-http blocked resolving api.example.invalid:443: "
             "this test runs offline. The test uses sakura-http*",
             "*NetworkBlocked: sakura-http blocked a connection to 192.0.2.1:443: this test runs*",
             "*NetworkBlocked: sakura-http blocked a connection to 192.0.2.1:53*",
+            "*NetworkBlocked: sakura-http blocked creating an AF_* socket: this test runs offline*",
+            "*ERROR at teardown of test_a_raw_socket_refusal_caught_by_the_code_under_test*",
             "*ERROR at teardown of test_httpx_error_caught_by_the_code_under_test*",
             "*the code under test caught 1 network refusal(s)*",
             "FAILED *test_async_connect_is_refused[[]asyncio[]]*",

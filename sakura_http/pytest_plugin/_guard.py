@@ -3,18 +3,22 @@
 While a `NetworkGuard` is installed, resolving any name but a loopback one, and connecting or
 sending to any address but a loopback one, is refused before the real function runs, so no DNS
 query and no packet leaves the machine, unless the host is allowed (the pytest plugin allows
-`sakura_record_hosts` under `pytest --record`).  Two layers, one decision (`check_resolve`,
-`check_address`):
+`sakura_record_hosts` under `pytest --record`).  So is creating a socket of any family but
+`AF_INET`, `AF_INET6` and `AF_UNIX`: the others (`AF_PACKET`, `AF_CAN`, `AF_BLUETOOTH`,
+`AF_VSOCK`, ...) send without an IP address the guard could check.  Two layers, one decision
+(`check_resolve`, `check_address`, `check_family`):
 
 * the `socket` module's entry points are wrapped: `getaddrinfo`, `gethostbyname`,
-  `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo` (unless it is asked for numbers only), and
-  `socket.socket.connect` / `connect_ex` / `sendto` / `sendmsg`; `socket.create_connection`,
-  `getfqdn`, asyncio, trio and anyio all go through them;
+  `gethostbyname_ex`, `gethostbyaddr`, `getnameinfo` (unless it is asked for numbers only),
+  `socket.socket.connect` / `connect_ex` / `sendto` / `sendmsg`, `socket.socket.__init__` (a
+  socket wrapping a descriptor, `socket.socket(fileno=...)` and `socket.fromfd`, is checked for
+  the family the descriptor really has) and `_socket.socketpair` (which `socket.socketpair`
+  calls); `socket.create_connection`, `getfqdn`, asyncio, trio and anyio all go through them;
 * an audit hook (`sys.addaudithook`) sees what bypasses those wrappers, because CPython's
-  `_socket` raises an audit event before it resolves or sends: `_socket.getaddrinfo`,
-  `_socket.socket(...).connect`, `super(socket.socket, s).connect` and the like.  Audit hooks
-  cannot be removed, so the hook is added once per process and does nothing while no guard is
-  installed.
+  `_socket` raises an audit event before it resolves, sends or creates a socket:
+  `_socket.getaddrinfo`, `_socket.socket(...).connect`, `super(socket.socket, s).connect`,
+  `_socket.socket(AF_PACKET, ...)` and the like.  Audit hooks cannot be removed, so the hook is
+  added once per process and does nothing while no guard is installed.
 
 Names under `.localhost` (RFC 6761) resolve to 127.0.0.1 and ::1 without the system resolver,
 which could otherwise send them to a DNS server.
@@ -23,12 +27,15 @@ Each refusal raises `NetworkBlocked` and is also kept in `NetworkGuard.blocked`,
 plugin can fail the test at teardown even when the code under test caught the error (an SDK
 that wraps transport errors and retries, for example).
 
-Out of reach: subprocesses (another interpreter, with no guard), and C code that opens sockets
-without going through Python's `socket` module (libcurl through pycurl, for example).
+Out of reach: subprocesses (another interpreter, with no guard), C code that opens sockets
+without going through Python's `socket` module (libcurl through pycurl, `ctypes` calling
+`socket(2)`), sockets that already exist when the guard is installed, and
+`_socket.socket(fileno=...)` wrapping a descriptor of another family that one of those made.
 """
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import ipaddress
 import socket
@@ -43,6 +50,13 @@ from .._hosts import split_host_entry
 __all__ = ["NetworkBlocked", "NetworkGuard", "is_loopback"]
 
 _LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+# The families a socket may be created with while a guard is installed: IP (checked by address
+# on connect and send) and Unix sockets (which stay on the machine).
+_FAMILIES = frozenset(
+    family
+    for family in (socket.AF_INET, socket.AF_INET6, getattr(socket, "AF_UNIX", None))
+    if family is not None
+)
 
 
 def is_loopback(host: str) -> bool:
@@ -68,6 +82,26 @@ def _is_localhost_name(host: Any) -> bool:
 
 def _text(host: Any) -> str:
     return host.decode("idna") if isinstance(host, bytes) else str(host)
+
+
+def _family_name(family: int) -> str:
+    try:
+        return socket.AddressFamily(family).name
+    except ValueError:
+        return f"family-{family}"
+
+
+def _real_family(fileno: Any) -> int | None:
+    """The family of the socket behind descriptor `fileno`, or None when it cannot be told
+    (not a socket, not a number): the real function then raises its own error."""
+    try:
+        with _approved():
+            probe = _socket.socket(fileno=fileno)  # asks the kernel, whatever family is claimed
+    except (OSError, TypeError, ValueError, OverflowError):
+        return None
+    family: int = probe.family
+    probe.detach()  # the descriptor stays open: it is not the probe's
+    return family
 
 
 def _port_of(value: Any) -> int | None:
@@ -145,6 +179,25 @@ class NetworkGuard:
         if not self._allowed_name(name, number):
             raise self._refuse("resolving", name, number)
 
+    def check_family(self, family: int) -> None:
+        """Raise `NetworkBlocked` unless creating a socket of `family` is allowed.
+
+        -1 is allowed: it means AF_INET, or "the family of the descriptor given", which
+        `socket.socket.__init__`'s wrapper checks.
+        """
+        if family != -1 and family not in _FAMILIES:
+            name = _family_name(family)
+            error = NetworkBlocked(
+                f"sakura-http blocked creating an {name} socket: this test runs offline, and "
+                "only AF_INET, AF_INET6 and AF_UNIX sockets may be created (another family "
+                f"sends without an address the guard can check). {self.reason}",
+                host=name,
+                port=None,
+            )
+            with self._lock:
+                self.blocked.append(error)
+            raise error
+
     def check_address(self, family: int, address: Any) -> None:
         """Raise `NetworkBlocked` unless connecting or sending to `address` is allowed."""
         if family not in (socket.AF_INET, socket.AF_INET6):
@@ -164,7 +217,8 @@ class NetworkGuard:
         """Patch the socket module for the duration of the block (see the module docstring)."""
         real = {name: getattr(socket, name) for name in _RESOLVERS}
         cls = socket.socket
-        real_methods = {name: getattr(cls, name) for name in _SENDERS}
+        real_methods = {name: getattr(cls, name) for name in (*_SENDERS, "__init__")}
+        real_socketpair = getattr(_socket, "socketpair", None)
         guard = self
 
         def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
@@ -231,6 +285,25 @@ class NetworkGuard:
                 result: int = real_methods["sendmsg"](sock, buffers, *args, **kwargs)
             return result
 
+        def init(
+            sock: socket.socket,
+            family: int = -1,
+            type: int = -1,  # socket.socket's own parameter names: callers pass them
+            proto: int = -1,
+            fileno: Any = None,
+        ) -> None:
+            if fileno is not None:  # the family claimed may not be the descriptor's
+                real_family = _real_family(fileno)
+                if real_family is not None:
+                    guard.check_family(real_family)
+            real_methods["__init__"](sock, family, type, proto, fileno)
+
+        def socketpair(*args: Any) -> Any:  # positional only, as _socket's own
+            if args:  # the default family is AF_UNIX
+                guard.check_family(args[0])
+            assert real_socketpair is not None
+            return real_socketpair(*args)
+
         wrappers: dict[str, Callable[..., Any]] = {
             "getaddrinfo": getaddrinfo,
             "gethostbyname": gethostbyname,
@@ -241,12 +314,15 @@ class NetworkGuard:
             "connect_ex": connect_ex,
             "sendto": sendto,
             "sendmsg": sendmsg,
+            "__init__": init,
         }
         patches: list[tuple[Any, str, Callable[..., Any]]] = [
             (socket if name in _RESOLVERS else cls, name, wrapper)
             for name, wrapper in wrappers.items()
             if hasattr(socket if name in _RESOLVERS else cls, name)  # sendmsg: not on Windows
         ]
+        if real_socketpair is not None:  # socket.socketpair calls _socket.socketpair
+            patches.append((_socket, "socketpair", socketpair))
         saved = [(owner, name, owner.__dict__.get(name)) for owner, name, _ in patches]
         _install_audit_hook()
         for owner, name, replacement in patches:
@@ -274,6 +350,8 @@ class NetworkGuard:
             sockaddr = args[0]
             if isinstance(sockaddr, tuple) and sockaddr:
                 self._check_system_resolve(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
+        elif event == "socket.__new__":
+            self.check_family(args[1])
         elif event in ("socket.connect", "socket.sendto", "socket.sendmsg"):
             sock, address = args[0], args[1]
             if address is not None:
