@@ -23,8 +23,8 @@ import httpx_sse
 import pytest
 from anyio.streams.stapled import MultiListener
 
-from sakura_http import CassetteMiss, RecordingTransport
-from sakura_http.proxy import serve
+from sakura_http import CassetteMiss, ConfigurationError, RecordingTransport
+from sakura_http.proxy import RecordingIncomplete, serve, start
 from sakura_http.proxy._server import (
     ProxyServer,
     client_headers,
@@ -746,6 +746,52 @@ def test_shutdown_waits_a_bounded_time(tmp_path: Path, upstream: Upstream) -> No
     thread.join(HANG_GUARD)
     assert isinstance(failures[0], httpx.RemoteProtocolError)
     assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_mode_all_keeps_the_old_cassette_when_shutdown_cancels_a_request(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "cut.jsonl"
+    upstream.release.set()
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        http.get("/v1/fast")
+        http.get("/wait")
+    old = cassette.read_bytes()
+    upstream.release.clear()
+    failures: list[BaseException] = []
+
+    def stuck_client(url: str) -> None:
+        with client(url) as http:
+            try:
+                http.get("/wait")
+            except httpx.HTTPError as exc:
+                failures.append(exc)
+
+    with (
+        pytest.raises(RecordingIncomplete) as caught,
+        serve(cassette, upstream=upstream.url, mode="all", shutdown_timeout=0.2) as proxy,
+    ):
+        with client(proxy.url) as http:
+            http.get("/v1/fast")
+        thread = threading.Thread(target=stuck_client, args=(proxy.url,))
+        thread.start()
+        while len(upstream.requests) < 4:
+            threading.Event().wait(0.01)
+    upstream.release.set()
+    thread.join(HANG_GUARD)
+    assert isinstance(failures[0], httpx.RemoteProtocolError)
+    assert cassette.read_bytes() == old
+    assert caught.value.cancelled == 1 and caught.value.path == str(cassette)
+    assert "give them more time with serve(..., shutdown_timeout=...)" in str(caught.value)
+
+
+def test_a_timeout_must_be_a_number_of_seconds(tmp_path: Path) -> None:
+    for bad in (-1, float("nan"), "10", True):
+        with pytest.raises(ConfigurationError, match="must be a number of seconds"):
+            start(tmp_path / "x.jsonl", upstream="http://127.0.0.1:9", shutdown_timeout=bad)
 
 
 def test_the_public_surface_is_sorted_and_documented() -> None:

@@ -3,6 +3,7 @@ line, requests from real clients, and SIGINT / SIGTERM."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,6 +157,8 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--mode", "sometimes"], "invalid choice"),
         (["--scrub-regex", "("], "regular expression '(' is invalid"),
         (["--ignore-json", "a..b"], "JSON path 'a..b' is malformed"),
+        (["--shutdown-timeout", "-1"], "shutdown_timeout=-1.0 must be a number of seconds"),
+        (["--shutdown-timeout", "nan"], "shutdown_timeout=nan must be a number of seconds"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -214,8 +218,13 @@ def test_help_lists_every_flag() -> None:
         "--mode", "--listen", "--upstream", "--secret-header", "--record-host",
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
+        "--shutdown-timeout",
     ):  # fmt: skip
         assert flag in out
+    from sakura_http.proxy import DEFAULT_SHUTDOWN_TIMEOUT
+
+    words = " ".join(out.split())
+    assert f"({DEFAULT_SHUTDOWN_TIMEOUT:g}; in mode all" in words  # the default, from one place
 
 
 def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
@@ -237,3 +246,64 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
     replayed = httpx.get(f"{proxy.url}/v1/items?ts=2&who=bo@mail.example", timeout=HANG_GUARD)
     code, err = proxy.stop()
     assert replayed.status_code == live.status_code == 200, err
+
+
+def _rerecording_cut_short(
+    tmp_path: Path, upstream: Upstream, shutdown_timeout: float
+) -> tuple[Path, bytes, ProxyProcess]:
+    """A cassette holding /v1/fast and /wait, and a proxy re-recording it (mode all) that has
+    recorded /v1/fast and has a /wait in flight that the upstream does not answer."""
+    cassette = tmp_path / "slow.jsonl"
+    upstream.release.set()
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "new_episodes")
+    httpx.get(f"{proxy.url}/v1/fast", timeout=HANG_GUARD)
+    httpx.get(f"{proxy.url}/wait", timeout=HANG_GUARD)
+    assert proxy.stop()[0] == 0
+    old = cassette.read_bytes()
+    assert urls(cassette) == [f"{upstream.url}/v1/fast", f"{upstream.url}/wait"]
+
+    upstream.release.clear()
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, "--mode", "all",
+        "--shutdown-timeout", str(shutdown_timeout),
+    )  # fmt: skip
+    httpx.get(f"{proxy.url}/v1/fast", timeout=HANG_GUARD)
+
+    def in_flight() -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(f"{proxy.url}/wait", timeout=HANG_GUARD)
+
+    threading.Thread(target=in_flight, daemon=True).start()
+    while len(upstream.requests) < 4:  # the request reached the upstream
+        threading.Event().wait(0.01)
+    return cassette, old, proxy
+
+
+def test_a_rerecording_that_cancelled_a_request_keeps_the_old_cassette(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette, old, proxy = _rerecording_cut_short(tmp_path, upstream, 0.2)
+    code, err = proxy.stop()  # waits 0.2 s for the request, then cancels it
+    upstream.release.set()
+    assert cassette.read_bytes() == old  # /wait is still there
+    assert code == 1, err
+    assert err.splitlines()[-1] == (
+        f"sakura-http proxy: error: {cassette}: the re-recording (mode all) is incomplete: 1 "
+        "request in flight was cancelled when the proxy stopped (after waiting 0.2 s); the old "
+        "cassette is kept as it was. Record it again, and let the clients' requests finish "
+        "before stopping the proxy, or give them more time with --shutdown-timeout"
+    )
+
+
+def test_a_second_signal_during_a_rerecording_keeps_the_old_cassette_and_says_so(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette, old, proxy = _rerecording_cut_short(tmp_path, upstream, HANG_GUARD)
+    proxy.process.send_signal(signal.SIGTERM)
+    assert proxy.process.stderr is not None
+    assert "finishing exchanges in flight" in proxy.process.stderr.readline()
+    code, err = proxy.stop()
+    upstream.release.set()
+    assert cassette.read_bytes() == old
+    assert code == 1, err
+    assert "a second signal stopped the proxy at once; the old cassette is kept" in err

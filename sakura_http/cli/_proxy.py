@@ -43,6 +43,12 @@ def _log_to_stderr() -> None:
     logger.propagate = False
 
 
+def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
+    """The options among `names` given on the command line: the others keep `run()`'s
+    defaults, which live in one place (`sakura_http.proxy`)."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
 def _proxy(args: argparse.Namespace) -> int:
     proxy = _import_proxy()
     from .._exceptions import CassetteError
@@ -80,7 +86,11 @@ def _proxy(args: argparse.Namespace) -> int:
             stream_through=args.stream_through,
             record_timings=args.record_timings,
             replay_latency=args.replay_latency,
+            **_given(args, "shutdown_timeout"),
         )
+    except proxy.RecordingIncomplete as exc:  # not a usage error: the run itself fell short
+        sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
+        return 1
     except (CassetteError, OSError) as exc:
         raise _usage_error(str(exc)) from None
     return 0
@@ -180,6 +190,13 @@ def add_proxy_commands(
         help="while recording, hand each chunk on as it arrives",
     )
     proxy.add_argument("--record-timings", action="store_true", help="record chunk arrival times")
+    proxy.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="on SIGINT/SIGTERM, how long exchanges in flight may take to finish before they "
+        "are cancelled (10; in mode all a cancelled one keeps the old cassette, exit 1)",
+    )
     proxy.add_argument(
         "--replay-latency",
         type=float,

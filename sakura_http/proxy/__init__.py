@@ -25,13 +25,13 @@ import ssl
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 import httpx
 
-from .._config import CassetteConfig, resolve_config
+from .._config import CassetteConfig, CassetteOptions, resolve_config
 from .._core import RecordMode
 from .._exceptions import CassetteError, ConfigurationError
 from .._format import Exchange
@@ -41,12 +41,16 @@ from ._advice import CommandAdvice, ServeAdvice
 from ._ca import CertificateAuthority, default_ca_dir
 from ._server import ProxyServer
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
+
 __all__ = [
     "DEFAULT_LISTEN",
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "CertificateAuthority",
     "CommandAdvice",
     "Proxy",
+    "RecordingIncomplete",
     "ServeAdvice",
     "default_ca_dir",
     "run",
@@ -59,6 +63,21 @@ logger = logging.getLogger("sakura_http.proxy")
 DEFAULT_LISTEN = "127.0.0.1:0"
 #: How long a shutdown waits for exchanges in flight before cancelling them.
 DEFAULT_SHUTDOWN_TIMEOUT = 10.0
+
+
+class RecordingIncomplete(CassetteError):
+    """A re-recording (mode "all") through the proxy did not finish: stopping it cancelled
+    requests in flight (`cancelled` of them), or a second signal stopped it at once.  The
+    fresh recording lacks them, so it is discarded and the old cassette at `path` is kept as
+    it was; the message says how to stop the proxy so the re-recording completes."""
+
+    def __init__(self, path: str, cancelled: int, why: str, fix: str) -> None:
+        self.path = path
+        self.cancelled = cancelled
+        super().__init__(
+            f"{path}: the re-recording (mode all) is incomplete: {why}; the old cassette is "
+            f"kept as it was. Record it again, and {fix}"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,11 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _check_seconds(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ConfigurationError(f"{name}={value!r} must be a number of seconds, 0 or more")
+
+
 def _upstream_url(upstream: str) -> httpx.URL:
     try:
         url = httpx.URL(upstream)
@@ -134,6 +158,7 @@ class _Prepared:
     port: int
     upstream: httpx.URL | None
     ca: CertificateAuthority | None
+    shutdown_timeout: float
 
     def url(self, port: int) -> str:
         shown = f"[{self.host}]" if ":" in self.host else self.host
@@ -145,7 +170,7 @@ def _prepare(
     cassette: str | os.PathLike[str],
     own: _ProxyOptions,
     config: CassetteConfig | None,
-    options: dict[str, Any],
+    options: CassetteOptions,
     environ: Mapping[str, str] | None,
     advice: Callable[[], Any],
 ) -> _Prepared:
@@ -153,6 +178,7 @@ def _prepare(
     if config is None:
         options.setdefault("advice", advice())
     config = resolve_config(caller, config, options, environ)
+    _check_seconds("shutdown_timeout", own.shutdown_timeout)
     host, port = _listen_address(own.listen, cassette)
     upstream = _upstream_url(own.upstream) if own.upstream is not None else None
     ca = CertificateAuthority(own.ca_dir) if upstream is None else None
@@ -164,7 +190,31 @@ def _prepare(
         verify=_verify_context(own.verify),
         shutdown_timeout=own.shutdown_timeout,
     )
-    return _Prepared(server, user, host, port, upstream, ca)
+    return _Prepared(server, user, host, port, upstream, ca, own.shutdown_timeout)
+
+
+def _incomplete(
+    prepared: _Prepared, *, at_once: bool, timeout: float, timeout_option: str
+) -> RecordingIncomplete | None:
+    """The error to raise when a re-recording was cut short, None if it was not."""
+    if prepared.user.mode is not RecordMode.ALL:
+        return None  # appends already written stay; nothing is replaced
+    cancelled = prepared.server.cancelled
+    if at_once:
+        why = "a second signal stopped the proxy at once"
+        fix = "stop the proxy with one signal, which lets the requests in flight finish"
+    elif cancelled:
+        many = (
+            f"{cancelled} requests in flight were" if cancelled > 1 else "1 request in flight was"
+        )
+        why = f"{many} cancelled when the proxy stopped (after waiting {timeout:g} s)"
+        fix = (
+            "let the clients' requests finish before stopping the proxy, or give them more "
+            f"time with {timeout_option}"
+        )
+    else:
+        return None
+    return RecordingIncomplete(str(prepared.user.path), cancelled, why, fix)
 
 
 class Proxy:
@@ -256,21 +306,33 @@ class Proxy:
         """Stop the proxy gracefully (see `serve()`) and leave the cassette's session.
 
         `failed=True` says the run did not finish cleanly: in mode "all" the old cassette is
-        then kept as it was.  Closing again does nothing.
+        then kept as it was.  So it is when stopping had to cancel requests in flight (after
+        `shutdown_timeout`): the re-recording lacks them, and `RecordingIncomplete` is raised.
+        Closing again does nothing.
         """
         if self._closed:
             return
         self._closed = True
-        server = self._prepared.server
+        prepared = self._prepared
+        incomplete = None
         try:
-            self._portal.call(server.stop)
+            self._portal.call(prepared.server.stop)
             self._future.result()
+            if not failed:
+                incomplete = _incomplete(
+                    prepared,
+                    at_once=False,
+                    timeout=prepared.shutdown_timeout,
+                    timeout_option="serve(..., shutdown_timeout=...)",
+                )
         except BaseException:
             failed = True
             raise
         finally:
             self._stack.close()
-            self._prepared.user.close(failed=failed)
+            prepared.user.close(failed=failed or incomplete is not None)
+        if incomplete is not None:
+            raise incomplete
 
     def __repr__(self) -> str:
         return f"<sakura_http Proxy {self.url} mode={self.mode.value!r} cassette={self.path!r}>"
@@ -286,7 +348,7 @@ def start(
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
-    **options: Any,
+    **options: Unpack[CassetteOptions],
 ) -> Proxy:
     """Start a recording proxy on `cassette` in a background thread; `Proxy.close()` stops it.
 
@@ -307,7 +369,7 @@ def serve(
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
-    **options: Any,
+    **options: Unpack[CassetteOptions],
 ) -> Iterator[Proxy]:
     """Run a recording proxy on `cassette` in a background thread for the ``with`` block.
 
@@ -329,6 +391,8 @@ def serve(
     `CassetteFormatError` here).  Leaving the block stops the proxy gracefully and leaves the
     cassette's session: in mode "all" the fresh cassette replaces the old one, unless the block
     was left by an exception or the proxy failed while serving (its error is raised here).
+    If stopping had to cancel requests still in flight after `shutdown_timeout`, the
+    re-recording is incomplete: the old cassette is kept and `RecordingIncomplete` is raised.
     """
     proxy = start(
         cassette,
@@ -360,7 +424,7 @@ def run(
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
-    **options: Any,
+    **options: Unpack[CassetteOptions],
 ) -> None:
     """Serve `cassette` in the foreground until SIGINT or SIGTERM, then shut down gracefully.
 
@@ -370,14 +434,17 @@ def run(
     exchanges in flight finish (for up to `shutdown_timeout` seconds), then leaves the
     cassette's session: in mode "all" the fresh recording replaces the old file.  A second
     signal stops at once and leaves the old file in place, as does a failure while serving.
+    In mode "all", a stop that cancelled requests in flight, or a second signal, leaves the
+    re-recording incomplete: the old file is kept and `RecordingIncomplete` is raised.
     """
     own = _ProxyOptions(upstream, listen, ca_dir, verify, shutdown_timeout)
     prepared = _prepare("sakura-http proxy", cassette, own, config, options, environ, CommandAdvice)
     server = prepared.server
     clean = False
+    at_once = False
 
     async def main() -> None:
-        nonlocal clean
+        nonlocal clean, at_once
         listener = await server.listen(prepared.host, prepared.port)  # errors: not grouped
         # Signals are caught before the ready line: a script may stop the proxy at once.
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -397,6 +464,7 @@ def run(
                     name = signal.Signals(signum).name
                     if stopping:  # a second signal: stop now, and keep the old cassette
                         logger.warning("sakura-http proxy: %s again: stopping now", name)
+                        at_once = True
                         group.cancel_scope.cancel()
                         break
                     stopping = True
@@ -408,7 +476,16 @@ def run(
                     )
                     server.stop()
 
+    incomplete = None
     try:
         anyio.run(main)
+        incomplete = _incomplete(
+            prepared,
+            at_once=at_once,
+            timeout=prepared.shutdown_timeout,
+            timeout_option="--shutdown-timeout",
+        )
     finally:
-        prepared.user.close(failed=not clean)
+        prepared.user.close(failed=not clean or incomplete is not None)
+    if incomplete is not None:
+        raise incomplete

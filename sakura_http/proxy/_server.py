@@ -278,8 +278,9 @@ class ProxyServer:
     `upstream` (reverse mode) is the base URL requests are sent and recorded under; None is
     forward mode, where `ca` intercepts ``CONNECT`` tunnels.  `run()` serves on an anyio event
     loop; on `stop()` it stops accepting, closes idle connections, lets exchanges in flight
-    finish for up to `shutdown_timeout` seconds (then cancels them) and returns.  The caller
-    owns `user` and closes it afterwards (``failed=True`` unless `run()` returned normally).
+    finish for up to `shutdown_timeout` seconds (then cancels them, counting the requests cut
+    off in `cancelled`) and returns.  The caller owns `user` and closes it afterwards
+    (``failed=True`` unless `run()` returned normally with nothing `cancelled`).
     """
 
     #: How many of the errors it answered with a 502 the proxy keeps in `raised`.
@@ -306,6 +307,10 @@ class ProxyServer:
         self._stopping = False
         self._idle: set[anyio.CancelScope] = set()
         self._active = 0
+        self._in_flight = 0
+        #: How many requests in flight the last shutdown cancelled (their clients got no
+        #: complete answer, and nothing was recorded for them).
+        self.cancelled = 0
         self._outer: httpx.AsyncHTTPTransport | None = None
         #: The `CassetteError`s answered with a 502, in order: the last `RAISED_KEPT` of them,
         #: so a proxy left running for days does not grow without bound.
@@ -352,23 +357,28 @@ class ProxyServer:
         self._outer = httpx.AsyncHTTPTransport(verify=self._verify, retries=0)
         try:
             async with anyio.create_task_group() as connections:
-                accepting = await connections.start(self._accept, listener, connections)
-                task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
-                await stop.wait()
-                self._stopping = True
-                accepting.cancel()
-                for scope in list(self._idle):
-                    scope.cancel()
-                with anyio.move_on_after(self._shutdown_timeout):
+                try:
+                    accepting = await connections.start(self._accept, listener, connections)
+                    task_status.started(listener.extra(anyio.abc.SocketAttribute.local_port))
+                    await stop.wait()
+                    self._stopping = True
+                    accepting.cancel()
+                    for scope in list(self._idle):
+                        scope.cancel()
+                    with anyio.move_on_after(self._shutdown_timeout):
+                        if self._active:
+                            await drained.wait()
                     if self._active:
-                        await drained.wait()
-                if self._active:
-                    logger.warning(
-                        "sakura-http proxy: %d connection(s) still busy after %.0f s; "
-                        "cancelling their exchanges",
-                        self._active,
-                        self._shutdown_timeout,
-                    )
+                        logger.warning(
+                            "sakura-http proxy: %d connection(s) still busy after %g s; "
+                            "cancelling their exchanges",
+                            self._active,
+                            self._shutdown_timeout,
+                        )
+                except anyio.get_cancelled_exc_class():  # stopped at once from outside
+                    self.cancelled = self._in_flight
+                    raise
+                self.cancelled = self._in_flight
                 connections.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -449,11 +459,14 @@ class ProxyServer:
             if event.method == b"CONNECT":
                 await self._tunnel(wire, event)
                 return
+            self._in_flight += 1
             try:
                 await self._exchange(wire, event, origin)
             except h11.RemoteProtocolError as exc:
                 await self._bad_input(wire, exc)
                 return
+            finally:
+                self._in_flight -= 1
             if not wire.reusable():
                 if wire.h11.their_state is h11.SEND_BODY:  # answered before the body was read
                     await wire.linger()
