@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import binascii
 import codecs
-import collections
 import contextlib
 import functools
 import json
@@ -283,32 +282,58 @@ def _encodings_of(charset: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def _longest_first(form: str | bytes) -> tuple[int, str | bytes]:
+    return -len(form), form
+
+
 class _Needles:
     """The compiled search set for one set of secrets: built once, shared by every request
-    that carries the same secrets."""
+    that carries the same secrets.  `extended` adds secrets to a copy, reusing the work done,
+    so a session that learns one secret per request never rebuilds what it knew."""
 
     def __init__(self, secrets: frozenset[str]) -> None:
-        forms: set[str] = set()
-        for secret in secrets:
-            forms |= _text_forms(secret)
-        forms = {f for f in forms if len(f) >= _MIN_ECHO_LENGTH and f not in _MARKERS}
-        # How a non-UTF-8 header value decoded as Latin-1 shows a UTF-8 echo.
-        forms |= {f.encode("utf-8").decode("latin-1") for f in forms if not f.isascii()}
         # Longest first, so a whole "Bearer xyz" is replaced before its "xyz" part.
-        self.text = sorted(forms, key=lambda f: (-len(f), f))
+        self.text = sorted(_forms(secrets), key=_longest_first)
         self._bytes: dict[str | None, list[bytes]] = {}
+
+    def extended(self, secrets: frozenset[str]) -> _Needles:
+        """A copy searching for `secrets` too (this one is left as it is: redactors in use by
+        other threads keep it)."""
+        new = _forms(secrets).difference(self.text)
+        copy = object.__new__(_Needles)
+        copy.text = sorted([*self.text, *new], key=_longest_first)  # (two sorted runs: linear)
+        copy._bytes = {
+            charset: sorted([*found, *_encoded(new, charset).difference(found)], key=_longest_first)
+            for charset, found in self._bytes.items()
+        }
+        return copy
 
     def bytes_for(self, charset: str | None) -> list[bytes]:
         found = self._bytes.get(charset)
         if found is None:
-            out: set[bytes] = set()
-            for encoding in _encodings_of(charset):
-                for form in self.text:
-                    with contextlib.suppress(UnicodeEncodeError):
-                        out.add(form.encode(encoding))
-            found = sorted(out, key=lambda n: (-len(n), n))
+            found = sorted(_encoded(self.text, charset), key=_longest_first)
             self._bytes[charset] = found
         return found
+
+
+def _forms(secrets: Iterable[str]) -> set[str]:
+    """Every text form of `secrets` searched for (`_text_forms`), at least 4 characters long."""
+    forms: set[str] = set()
+    for secret in secrets:
+        forms |= _text_forms(secret)
+    forms = {f for f in forms if len(f) >= _MIN_ECHO_LENGTH and f not in _MARKERS}
+    # How a non-UTF-8 header value decoded as Latin-1 shows a UTF-8 echo.
+    return forms | {f.encode("utf-8").decode("latin-1") for f in forms if not f.isascii()}
+
+
+def _encoded(forms: Iterable[str], charset: str | None) -> set[bytes]:
+    """`forms` in every encoding a body is searched in (`_encodings_of(charset)`)."""
+    out: set[bytes] = set()
+    for encoding in _encodings_of(charset):
+        for form in forms:
+            with contextlib.suppress(UnicodeEncodeError):
+                out.add(form.encode(encoding))
+    return out
 
 
 # Needles never searched for: text that is part of the replacement itself.
@@ -346,10 +371,10 @@ class Redactor:
     """Replaces every value of a declared secret wherever something to be written echoes it.
 
     The secrets are the values of the declared secret headers of the live request (plus any
-    `extra` values, such as those a session saw on earlier requests), in every form in which a
-    server plausibly echoes them (`_candidates` x raw, URL-encoded, JSON-escaped and base64, in
-    UTF-8, Latin-1 and the response's declared charset).  The search set is built once per set
-    of secrets.  A redactor with nothing to search for is false.
+    `extra` values, such as those a session saw on earlier requests: see `SecretMemory`), in
+    every form in which a server plausibly echoes them (`_candidates` x raw, URL-encoded,
+    JSON-escaped and base64, in UTF-8, Latin-1 and the response's declared charset).  The search
+    set is built once per set of secrets.  A redactor with nothing to search for is false.
     """
 
     __slots__ = ("_needles", "secrets")
@@ -368,6 +393,16 @@ class Redactor:
 
     def __bool__(self) -> bool:
         return self._needles is not None
+
+    def with_secrets(self, secrets: Iterable[str]) -> Redactor:
+        """A redactor searching for `secrets` too (this one, when they add nothing)."""
+        new = frozenset(s for s in secrets if len(s) >= _MIN_ECHO_LENGTH) - self.secrets
+        if not new:
+            return self
+        redactor = object.__new__(Redactor)
+        redactor.secrets = self.secrets | new
+        redactor._needles = _needles(new) if self._needles is None else self._needles.extended(new)
+        return redactor
 
     def text(self, value: str) -> str:
         """`value` (a header value, an error message) with every echo replaced."""
@@ -438,31 +473,29 @@ _NOTHING_SECRET = Redactor((), ())
 
 
 class SecretMemory:
-    """The declared secret values of a session's recent requests, so that the next requests'
-    redactors search them too: a token echoed in a redirect's `location` must not reach the
-    next hop's recorded URL, even though the client drops `authorization` across origins.
+    """Every secret value a session has seen, so that each exchange it writes is searched for
+    all of them: a token echoed in a redirect's `location` must not reach the next hop's
+    recorded URL, although the client drops `authorization` across origins and the next hop
+    may go through another transport of the same cassette.
 
-    Only the secrets of the last `REMEMBERED` requests that carried any are kept (a redirect
-    chain is short, and a signature that changes on every request must not grow the search
-    without bound).  Values are kept in memory only.  Thread-safe."""
+    Kept for the session's life, in memory only: a signature that changes on every request adds
+    one secret per request, so a test run's worth is a few thousand at most, and each one learned
+    extends the search set rather than rebuilding it.  Thread-safe."""
 
-    REMEMBERED = 4
-
-    def __init__(self, secret_headers: Collection[str]) -> None:
-        self._secret_headers = secret_headers
-        self._recent: collections.deque[frozenset[str]] = collections.deque(maxlen=self.REMEMBERED)
+    def __init__(self) -> None:
         self._lock = threading.Lock()
+        #: The redactor searching for every secret known (false while none is).
+        self.redactor = _NOTHING_SECRET
 
-    def redactor(self, headers: Iterable[tuple[str, str]]) -> Redactor:
-        """The redactor for a request with `headers`; remembers its secrets."""
-        if not self._secret_headers:  # nothing declared: nothing to search for, ever
-            return _NOTHING_SECRET
-        own = secrets_of(headers, self._secret_headers)
+    def learn(self, secrets: Collection[str]) -> Redactor:
+        """Remember `secrets` (those under 4 characters are not searched for); the redactor
+        searching for them and for every secret known before."""
+        redactor = self.redactor
+        if redactor.secrets.issuperset(secrets):
+            return redactor
         with self._lock:
-            remembered = frozenset().union(*self._recent)
-            if own and own not in self._recent:
-                self._recent.append(own)
-        return Redactor((), (), own | remembered)
+            self.redactor = self.redactor.with_secrets(secrets)
+            return self.redactor
 
 
 def charset_of(headers: Iterable[tuple[str, str]]) -> str | None:

@@ -48,6 +48,7 @@ from ._policy import (
     check_redactable,
     drop_secret_headers,
     refuse_credentials,
+    secrets_of,
 )
 from ._rules import apply_hook, scrub_chunked
 
@@ -139,6 +140,8 @@ class CassetteSession:
         self._played: set[int] = set()  # ids of the exchanges played (or recorded) in this run
         self._indexes: dict[MatchRules, dict[MatchKey, _Slot]] = {}
         self._rerecording: AtomicRecording | None = None
+        #: Every secret any user's requests carried, searched for in everything written.
+        self.secrets = SecretMemory()
 
     def _index(self, rules: MatchRules) -> dict[MatchKey, _Slot]:
         """The index of the exchanges by their key under `rules`, built on first use."""
@@ -335,8 +338,7 @@ class CassetteUser:
         )
         self.can_record = can_record
         self._has_rules = bool(config.rules)  # (a `Rules` is frozen: asked once, not per exchange)
-        #: The declared secrets of this user's recent requests, searched for in later ones too.
-        self.secrets = SecretMemory(config.secret_headers)
+        self._secrets = session.secrets
         self._record_hosts: HostList | None = config.record_host_list
         self._passthrough = config.passthrough_host_list
         # Whether a request may be recorded depends on its host only under `record_hosts`.
@@ -392,9 +394,10 @@ class CassetteUser:
         successive recorded exchanges.
         """
         refusal = self._refusal(request) if self._refusal_varies else self._fixed_refusal
-        if self.config.secret_headers:
+        redactor = self.redactor(request) if self.config.secret_headers else self._secrets.redactor
+        if redactor.secrets:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
-            request = self.secrets.redactor(request.headers).request(request)
+            request = redactor.request(request)
         plan = self.session.plan(request, self._actions[refusal], self.rules, self.config.advice)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
@@ -417,6 +420,12 @@ class CassetteUser:
             host=request.host,
         )
 
+    def redactor(self, request: RequestData) -> Redactor:
+        """The redactor for what is written of `request`: the secrets it carries join the
+        session's, and it searches for every secret the session knows."""
+        own = secrets_of(request.headers, self.config.secret_headers)
+        return self._secrets.learn(own) if own else self._secrets.redactor
+
     def recorder(self, request: RequestData) -> ResponseRecorder:
         """Start recording the response to `request` (call once the outer transport answered)."""
         return ResponseRecorder(self, request)
@@ -425,7 +434,7 @@ class CassetteUser:
         """The exchange recording a transport error, or None when `record_errors` is off."""
         if not self.config.record_errors:
             return None
-        redactor = self.secrets.redactor(request.headers)
+        redactor = self.redactor(request)
         written = redactor.request(request)
         return self.finalize(
             Exchange(
@@ -542,7 +551,7 @@ class ResponseRecorder:
         self._user = user
         self._request = request
         self._secrets = user.config.secret_headers
-        self._redactor = user.secrets.redactor(request.headers)
+        self._redactor = user.redactor(request)
         self._timed = user.config.record_timings
         self._started = time.monotonic()
         self._status = 0

@@ -42,6 +42,7 @@ from sakura_http._policy import (
     check_redactable,
     is_credential_header,
     refuse_credentials,
+    secrets_of,
     shown_header_value,
 )
 from sakura_http.cli import main
@@ -441,23 +442,30 @@ def test_short_values_and_no_secrets() -> None:
 
 
 def test_secret_memory_keeps_earlier_secrets() -> None:
-    memory = SecretMemory(frozenset({"authorization"}))
-    memory.redactor([("authorization", "Bearer first-token-1234")])
-    later = memory.redactor([("accept", "*/*")])  # a cross-origin redirect drops authorization
+    memory = SecretMemory()
+    memory.learn(secrets_of([("authorization", "Bearer first-token-1234")], {"authorization"}))
+    later = memory.redactor  # a cross-origin redirect drops authorization
     assert later.url("https://other.example.test/cb?code=first-token-1234").endswith(
         "code=%3Credacted%3E"
     )
 
 
-def test_secret_memory_is_bounded() -> None:
-    # A signature that changes on every request must not grow the search without bound.
-    memory = SecretMemory(frozenset({"x-signature"}))
-    for n in range(SecretMemory.REMEMBERED + 1):
-        memory.redactor([("x-signature", f"signature-{n:04d}")])
-        memory.redactor([("x-signature", f"signature-{n:04d}")])  # the same request again
-    later = memory.redactor([])
-    assert later.text("signature-0000") == "signature-0000"
-    assert later.text("signature-0001") == "<redacted>"
+def test_secret_memory_keeps_every_secret_for_its_life() -> None:
+    # A signature that changes on every request: every one of them stays searched for, and the
+    # search set, extended one secret at a time, is the one built from all of them at once.
+    memory = SecretMemory()
+    signatures = [f"signature-{n:04d}" for n in range(300)]
+    for signature in signatures:
+        memory.learn({signature}).body(b"searched in UTF-16 from the start", "utf-16")
+        assert memory.learn({signature}) is memory.redactor  # the same request again
+    later = memory.redactor
+    assert later.secrets == frozenset(signatures)
+    assert all(later.text(s) == "<redacted>" for s in signatures)
+    whole = Redactor((), (), signatures)
+    assert later.body(b"x signature-0000 y", "utf-16") == whole.body(b"x signature-0000 y")
+    assert later._needles is not None and whole._needles is not None
+    assert later._needles.text == whole._needles.text
+    assert later._needles.bytes_for("utf-16") == whole._needles.bytes_for("utf-16")
 
 
 # --- through the transport --------------------------------------------------------------------

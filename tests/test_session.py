@@ -276,3 +276,58 @@ async def test_an_async_commit_waits_for_another_writer_off_the_event_loop(
     assert done == ["live 1"]
     assert commits == [(False, False), (True, True)]
     assert urls(path) == [URL]
+
+
+# --- secrets: remembered by the session, for its life ------------------------------------------
+
+
+API = "https://api.example.test"
+CALLBACK = "https://cb.example.test"
+#: 60 distinct tokens, far more than a few recent requests' worth.
+TOKENS = [f"tok-{n:02d}-{n * 7919 % 100003:05d}-session-secret" for n in range(60)]
+
+
+def _api(request: httpx.Request) -> httpx.Response:
+    if request.url.path == "/login":
+        # The redirect echoes the FIRST token, sent 60 requests ago, in its location.
+        return httpx.Response(302, headers={"location": f"{CALLBACK}/landing?code={TOKENS[0]}"})
+    return httpx.Response(200, json={"you_sent": request.headers["authorization"]})
+
+
+def _callback(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200, text=f"landed at {request.url}")
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio", "trio"])
+def test_the_session_remembers_every_secret_for_its_life(tmp_path: Path, flavor: str) -> None:
+    # Every token sent through one transport; then a redirect whose location echoes the first
+    # of them, followed by the client through a SECOND transport of the same cassette (mounted
+    # for the other origin, where httpx drops `authorization`).  No token may reach the file.
+    path = tmp_path / "c.jsonl"
+    options: dict[str, Any] = {"mode": "new_episodes", "secret_headers": ["authorization"]}
+    api = RecordingTransport(path, outer=httpx.MockTransport(_api), **options)
+    callback = RecordingTransport(path, outer=httpx.MockTransport(_callback), **options)
+    mounts: dict[str, Any] = {API: api, CALLBACK: callback}
+    last = {"authorization": f"Bearer {TOKENS[-1]}"}
+    if flavor == "sync":
+        with httpx.Client(mounts=mounts, follow_redirects=True) as client:
+            for n, token in enumerate(TOKENS):
+                client.get(f"{API}/items/{n}", headers={"authorization": f"Bearer {token}"})
+            landed = client.get(f"{API}/login", headers=last)
+    else:
+
+        async def run() -> httpx.Response:
+            async with httpx.AsyncClient(mounts=mounts, follow_redirects=True) as client:
+                for n, token in enumerate(TOKENS):
+                    headers = {"authorization": f"Bearer {token}"}
+                    await client.get(f"{API}/items/{n}", headers=headers)
+                return await client.get(f"{API}/login", headers=last)
+
+        landed = anyio.run(run, backend=flavor)
+    # The caller got the live answers; only the file is redacted.
+    assert landed.text == f"landed at {CALLBACK}/landing?code={TOKENS[0]}"
+    data = path.read_bytes()
+    for token in TOKENS:
+        assert token.encode() not in data
+    assert urls(path)[-1] == f"{CALLBACK}/landing?code=%3Credacted%3E"
+    assert len(urls(path)) == len(TOKENS) + 2
