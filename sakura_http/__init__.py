@@ -18,6 +18,7 @@ from ._exceptions import (
     CredentialHeaderError,
     NetworkBlocked,
     RecordingForbidden,
+    RerecordingInProgress,
     UndecodableBodyError,
     UnsafeExchangeError,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "RecordMode",
     "RecordingForbidden",
     "RecordingTransport",
+    "RerecordingInProgress",
     "Rules",
     "Scrub",
     "UndecodableBodyError",

@@ -10,6 +10,8 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     │                             (also an OSError)                  (.host, .port)
     ├── ConfigurationError        an argument or environment variable is invalid
     │   └── RecordingForbidden    the configuration forbids recording this request (.host)
+    │       └── RerecordingInProgress  another process is re-recording the cassette
+    │                                                         (.path, .pid, .since)
     └── UnsafeExchangeError       recording would put something unsafe on disk
         ├── CredentialHeaderError a credential header was not declared secret (.header)
         ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
@@ -33,6 +35,7 @@ __all__ = [
     "CredentialHeaderError",
     "NetworkBlocked",
     "RecordingForbidden",
+    "RerecordingInProgress",
     "UndecodableBodyError",
     "UnsafeExchangeError",
     "human_size",
@@ -110,6 +113,24 @@ class RecordingForbidden(ConfigurationError):
 
     def __init__(self, message: str, *, host: str | None = None) -> None:
         self.host = host
+        super().__init__(message)
+
+
+class RerecordingInProgress(RecordingForbidden):
+    """Another process is re-recording the cassette (mode "all"), so nothing was written.
+
+    Raised to a process that would append to the cassette (its exchange would vanish when the
+    re-recording replaces the file) and to a second process that would re-record it too.  It
+    lasts exactly as long as the re-recording process holds the cassette: once that process
+    closes its transport, or dies, recording works again.  `path` is the cassette, `pid` the
+    re-recording process and `since` when it began (seconds since the epoch); either is None
+    when it could not be read.
+    """
+
+    def __init__(self, message: str, *, path: str, pid: int | None, since: float | None) -> None:
+        self.path = path
+        self.pid = pid
+        self.since = since
         super().__init__(message)
 
 

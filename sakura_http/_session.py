@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from ._advice import Advice
-from ._cassette import AtomicRecording, append_lines, load_cassette
+from ._cassette import AtomicRecording, append_lines, load_cassette, open_for_writing
 from ._config import CassetteConfig
 from ._core import Action, Actions, RecordMode, Refusal, actions
 from ._exceptions import (
@@ -139,7 +139,11 @@ class CassetteSession:
         self.exchanges: list[Exchange] = [] if self.mode is RecordMode.ALL else recorded
         self._played: set[int] = set()  # ids of the exchanges played (or recorded) in this run
         self._indexes: dict[MatchRules, dict[MatchKey, _Slot]] = {}
-        self._rerecording: AtomicRecording | None = None
+        # Re-recording claims the cassette at once (other processes' appends are refused from
+        # now on); otherwise a `.recording` file a killed re-recording left is removed.
+        self._rerecording: AtomicRecording | None = open_for_writing(
+            self.path, self._header, rerecord=self.mode is RecordMode.ALL
+        )
         #: Every secret any user's requests carried, searched for in everything written.
         self.secrets = SecretMemory()
 

@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
 import pytest
 
-from sakura_http import CassetteFormatError, RecordingForbidden, RecordingTransport
-from sakura_http._cassette import AtomicRecording, append_lines, load_cassette
+from sakura_http import (
+    CassetteFormatError,
+    RecordingForbidden,
+    RecordingTransport,
+    RerecordingInProgress,
+)
+from sakura_http._cassette import (
+    AtomicRecording,
+    append_lines,
+    load_cassette,
+    remove_stray_recording,
+)
 from sakura_http._format import Exchange, encode_exchange
 
 WORKERS = 4
@@ -215,3 +227,161 @@ def test_a_write_cut_short_leaves_no_partial_line(tmp_path: Path, mode: str) -> 
     assert done.stdout.split() == ["refused"]
     urls = [e.url for e in load_cassette(path).exchanges]
     assert urls == ["https://api.example.test/1", "https://api.example.test/3"]
+
+
+# --- a re-recording owns the cassette until it ends ---------------------------------------------
+
+
+def _line(n: object) -> bytes:
+    return encode_exchange(Exchange("GET", f"https://api.example.test/{n}"))
+
+
+def test_an_append_during_a_re_recording_is_refused_with_who_and_since(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    append_lines(path, _line("old"), {})
+    before = path.read_bytes()
+    recording = AtomicRecording(path, {})  # (another open file: as another process has)
+    recording.append(_line("new"))
+    with pytest.raises(RerecordingInProgress, match="another process is re-recording") as caught:
+        append_lines(path, _line("appended"), {})
+    refusal = caught.value
+    assert isinstance(refusal, RecordingForbidden)
+    assert (refusal.path, refusal.pid, refusal.since) == (str(path), os.getpid(), recording.since)
+    assert f"process {os.getpid()}, since " in str(refusal)
+    assert "nothing was written" in str(refusal)
+    assert path.read_bytes() == before
+    # The line naming the process is on the file being written, never on the cassette.
+    assert recording.temp_path.read_bytes().splitlines()[-1].startswith(b'{"rerecording":')
+    recording.commit()
+    assert b"rerecording" not in path.read_bytes()
+    assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/new"]
+    append_lines(path, _line("after"), {})  # the re-recording is over: appends land in the new file
+    assert [e.url for e in load_cassette(path).exchanges][-1] == "https://api.example.test/after"
+
+
+def test_a_second_re_recording_is_refused_with_who_and_since(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    first = AtomicRecording(path, {})
+    with pytest.raises(RerecordingInProgress, match="would lose each other's exchanges") as caught:
+        AtomicRecording(path, {})
+    assert (caught.value.pid, caught.value.since) == (os.getpid(), first.since)
+    first.append(_line(1))  # the refused claim did not disturb the file being written
+    first.commit()
+    assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/1"]
+
+
+def test_a_refusal_without_a_readable_owner_still_refuses(tmp_path: Path) -> None:
+    # The owner line is rewritten with every exchange: read at the wrong moment it may be
+    # missing.  The refusal does not depend on it, only its wording does.
+    path = tmp_path / "c.jsonl"
+    recording = AtomicRecording(path, {})
+    os.truncate(recording.temp_path, 0)
+    with pytest.raises(RerecordingInProgress, match="a process whose id could not be read") as c:
+        append_lines(path, _line(1), {})
+    assert (c.value.pid, c.value.since) == (None, None)
+    recording.discard()
+
+
+def test_a_stray_recording_is_removed_only_when_its_writer_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    stray = tmp_path / "c.jsonl.recording"
+    live = AtomicRecording(path, {})
+    live.append(_line(1))
+    assert remove_stray_recording(path) is False  # its writer holds the lock: alive
+    assert stray.exists()
+    live.commit()
+    assert remove_stray_recording(path) is False  # nothing there
+    stray.write_bytes(b"left by a writer that was killed\n")  # no one holds its lock
+    assert remove_stray_recording(path) is True
+    assert not stray.exists()
+    stray.write_bytes(b"a stray does not block appends or re-recordings either\n")
+    append_lines(path, _line(2), {})
+    AtomicRecording(path, {}).discard()
+    assert not stray.exists()
+
+
+def test_a_re_recording_dropped_unclosed_frees_the_cassette(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    recording = AtomicRecording(path, {})
+    recording.append(_line(1))
+    del recording
+    gc.collect()
+    append_lines(path, _line(2), {})  # the lock went with the object
+    assert remove_stray_recording(path) is True
+
+
+def test_a_re_recording_takes_back_the_folders_it_made_when_it_keeps_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "not" / "there" / "c.jsonl"
+    AtomicRecording(path, {}).commit()  # nothing recorded
+    assert list(tmp_path.iterdir()) == []
+    recording = AtomicRecording(path, {})
+    recording.append(_line(1))
+    recording.discard()
+    assert list(tmp_path.iterdir()) == []
+    recording = AtomicRecording(path, {})
+    recording.append(_line(1))
+    recording.commit()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["c.jsonl"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="folder locks are POSIX")
+def test_appends_commits_and_claims_hold_the_folder_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Deterministic, like the append-lock probe in test_crash: at the moment an append writes,
+    # the folder lock is held shared (another look may share it, a claim or commit may not);
+    # at the moment a commit moves the file, or a claim writes its owner line, it is held
+    # exclusively.  Without the folder lock these probes would get it and the test fails.
+    import fcntl
+
+    from sakura_http import _cassette
+
+    path = tmp_path / "c.jsonl"
+    probes: list[tuple[str, bool, bool]] = []
+
+    def probe(what: str) -> None:
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            got = {}
+            for name, flag in (("shared", fcntl.LOCK_SH), ("exclusive", fcntl.LOCK_EX)):
+                try:
+                    fcntl.flock(fd, flag | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    got[name] = False
+                else:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    got[name] = True
+            probes.append((what, got["shared"], got["exclusive"]))
+        finally:
+            os.close(fd)
+
+    real_append_locked, real_replace = _cassette._append_locked, os.replace
+    real_write_all = _cassette._write_all
+
+    def probing_append_locked(*args: Any) -> None:
+        probe("append")
+        real_append_locked(*args)
+
+    def probing_replace(*args: Any) -> None:
+        probe("commit")
+        real_replace(*args)
+
+    def probing_write_all(fd: int, data: bytes) -> None:
+        if data.startswith(b'{"rerecording":') and os.fstat(fd).st_size == 0:
+            probe("claim")
+        real_write_all(fd, data)
+
+    monkeypatch.setattr(_cassette, "_append_locked", probing_append_locked)
+    monkeypatch.setattr(_cassette, "_write_all", probing_write_all)
+    monkeypatch.setattr(os, "replace", probing_replace)
+    append_lines(path, _line(1), {})
+    recording = AtomicRecording(path, {})
+    recording.append(_line(2))
+    recording.commit()
+    assert probes == [
+        ("append", True, False),
+        ("claim", False, False),
+        ("commit", False, False),
+    ]

@@ -12,7 +12,9 @@ The default run is bounded (a few kills, a few seconds); ``SAKURA_HTTP_LONG_TEST
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
 import random
 import signal
 import subprocess
@@ -235,3 +237,186 @@ def test_a_torn_tail_refuses_appends_until_repaired(tmp_path: Path) -> None:
     repair_if_torn(path)
     append_lines(path, line, {})
     assert len(load_cassette(path).exchanges) == 2
+
+
+# --- a re-recording (mode "all") and appends from other processes ------------------------------
+
+DRIVEN = r"""
+import sys, time
+import httpx
+from sakura_http import CassetteError, RecordingTransport
+
+path, mode, body = sys.argv[1], sys.argv[2], b"x" * int(sys.argv[3])
+outer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+
+def refused(exc):
+    text = str(exc).replace("\n", " ")
+    print(f"refused {type(exc).__name__} {text}", flush=True)
+
+try:
+    transport = RecordingTransport(path, outer=outer, mode=mode)
+except CassetteError as exc:
+    refused(exc)
+    sys.exit(0)
+print(f"open {time.monotonic_ns()}", flush=True)  # the cassette is open (re-recording: claimed)
+client = httpx.Client(transport=transport)
+for command in sys.stdin:
+    word, _, url = command.strip().partition(" ")
+    if word == "get":
+        try:
+            client.get(url)
+        except CassetteError as exc:
+            refused(exc)
+        else:
+            print(f"ack {url}", flush=True)
+    elif word == "close":
+        transport.close()
+        print("closed", flush=True)
+        break
+"""
+
+
+class Driven:
+    """A child process with one transport on a cassette, driven line by line from here:
+    ``get URL`` answers ``ack URL`` once the exchange is recorded (or ``refused <error> ...``),
+    ``close`` answers ``closed`` once the transport is closed (a re-recording committed)."""
+
+    def __init__(self, path: Path, mode: str, body: int = 100) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", DRIVEN, str(path), mode, str(body)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.replies: queue.Queue[str] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self.first = self.reply()  # "open <monotonic ns>" or "refused ..."
+        self.opened_at = int(self.first.split()[1]) if self.first.startswith("open ") else None
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.replies.put(line.strip())
+        self.replies.put("<exit>")
+
+    def reply(self) -> str:
+        return self.replies.get(timeout=HANG_GUARD)
+
+    def send(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def ask(self, command: str) -> str:
+        self.send(command)
+        return self.reply()
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.end()
+
+    def end(self) -> int:
+        code = self.process.wait(HANG_GUARD)
+        self._reader.join(HANG_GUARD)
+        for stream in (self.process.stdin, self.process.stdout):
+            assert stream is not None
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
+        return code
+
+
+def _old_cassette(path: Path) -> None:
+    path.write_bytes(
+        encode_header()
+        + b"".join(
+            encode_exchange(Exchange("GET", f"https://api.example.test/old/{n}")) for n in range(3)
+        )
+    )
+
+
+def _urls(path: Path) -> list[str]:
+    return [exchange.url for exchange in load_cassette(path).exchanges]
+
+
+@pytest.mark.parametrize("recorded_first", [0, 2], ids=["claimed-on-open", "mid-recording"])
+def test_an_append_during_a_re_recording_elsewhere_is_refused_never_lost(
+    tmp_path: Path, recorded_first: int
+) -> None:
+    # Process R re-records the cassette (mode "all"); process B appends to it (new_episodes)
+    # meanwhile, then R commits.  Every append B saw acknowledged must be in the cassette R
+    # leaves; an append that cannot be kept must fail, naming R.  (It used to be acknowledged
+    # and then deleted by R's commit: 5 of 5 lost.)
+    path = tmp_path / "c.jsonl"
+    _old_cassette(path)
+    rerecorder = Driven(path, "all")
+    assert rerecorder.opened_at is not None, rerecorder.first
+    for n in range(recorded_first):
+        assert rerecorder.ask(f"get https://api.example.test/r/{n}").startswith("ack ")
+    appender = Driven(path, "new_episodes")
+    replies = [appender.ask(f"get https://api.example.test/b/{n}") for n in range(5)]
+    assert rerecorder.ask("get https://api.example.test/r/last") == (
+        "ack https://api.example.test/r/last"
+    )
+    assert rerecorder.ask("close") == "closed"
+    assert rerecorder.end() == 0
+    acked = [reply.split()[1] for reply in replies if reply.startswith("ack ")]
+    urls = _urls(path)
+    assert [url for url in acked if url not in urls] == [], "acknowledged, then lost"
+    for reply in replies:
+        assert reply.startswith("refused RerecordingInProgress "), reply
+        assert f"process {rerecorder.process.pid}" in reply
+        assert "another process is re-recording" in reply
+    # Once the re-recording is over, the same appender records into the new cassette.
+    assert appender.ask("get https://api.example.test/b/after") == (
+        "ack https://api.example.test/b/after"
+    )
+    assert appender.ask("close") == "closed"
+    appender.end()
+    assert _urls(path) == [
+        *(f"https://api.example.test/r/{n}" for n in range(recorded_first)),
+        "https://api.example.test/r/last",
+        "https://api.example.test/b/after",
+    ]
+
+
+def test_a_second_re_recording_is_refused_naming_the_first(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    _old_cassette(path)
+    first = Driven(path, "all")
+    assert first.opened_at is not None, first.first
+    second = Driven(path, "all")
+    assert second.first.startswith("refused RerecordingInProgress "), second.first
+    assert f"process {first.process.pid}" in second.first
+    assert second.end() == 0
+    assert first.ask("get https://api.example.test/r/0") == "ack https://api.example.test/r/0"
+    assert first.ask("close") == "closed"
+    first.end()
+    assert _urls(path) == ["https://api.example.test/r/0"]
+
+
+def test_a_killed_re_recording_frees_the_cassette_and_its_stray_file_goes(
+    tmp_path: Path,
+) -> None:
+    # SIGKILL leaves `<name>.recording` behind (redacted data, nothing keeping it out of git).
+    # The lock its writer held dies with it: the next open of the cassette removes the file,
+    # and appends are no longer refused.
+    path = tmp_path / "c.jsonl"
+    _old_cassette(path)
+    old = path.read_bytes()
+    stray = path.with_name(path.name + ".recording")
+    rerecorder = Driven(path, "all", body=20_000)
+    for n in range(3):
+        assert rerecorder.ask(f"get https://api.example.test/r/{n}").startswith("ack ")
+    assert stray.exists()
+    rerecorder.kill()
+    assert stray.exists()
+    assert path.read_bytes() == old
+    appender = Driven(path, "new_episodes")
+    assert appender.opened_at is not None, appender.first
+    assert not stray.exists()
+    assert appender.ask("get https://api.example.test/b/0") == "ack https://api.example.test/b/0"
+    assert appender.ask("close") == "closed"
+    appender.end()
+    assert _urls(path)[-1] == "https://api.example.test/b/0"
+    assert len(_urls(path)) == 4

@@ -356,10 +356,8 @@ def test_mode_all_refuses_a_second_concurrent_rerecording(tmp_path: Path) -> Non
     # Another process re-recording the cassette holds the lock on its sibling file (flock
     # locks conflict between separate opens, in one process as across processes).
     other = AtomicRecording(path, {})
-    second = RecordingTransport(path, outer=outer, mode="all")
     with pytest.raises(RecordingForbidden, match="another process is re-recording"):
-        httpx.Client(transport=second).get(URL)
-    second.close()
+        RecordingTransport(path, outer=outer, mode="all")  # refused on open: it claims at once
     other.append(b'{"not": "read"}\n')
     other.discard()
     assert not path.exists()
