@@ -72,6 +72,30 @@ def test_usage_errors_exit_2_with_one_line(
     assert result.out == ""
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["show", "a\0b.jsonl"],
+        ["lint", "ok.jsonl", "a\0b.jsonl"],
+        ["repair", "a\0b.jsonl"],
+        ["diff", "a\0b.jsonl", "b.jsonl"],
+        ["diff", "HEAD", "--", "a\0b.jsonl"],
+        ["convert", "a\0b.yaml", "out.jsonl"],
+        ["git-setup", "--pattern", "a\0b"],
+        ["proxy", "a\0b.jsonl"],
+    ],
+)
+def test_an_argument_holding_a_nul_character_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    # A process's arguments cannot hold NUL; main() called from Python can, and `lint` crashed
+    # with a bare ValueError from the file system.
+    result = run(capsys, *argv)
+    assert_one_line_error(result)
+    assert result.err.startswith(f"sakura-http {argv[0]}: error: the argument 'a\\x00b")
+    assert "holds a NUL character" in result.err
+
+
 def test_main_defaults_to_the_process_arguments(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

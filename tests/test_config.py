@@ -82,3 +82,33 @@ def test_the_environment_sets_the_effective_mode(tmp_path: Any) -> None:
 def test_a_nul_in_the_cassette_name_is_a_configuration_error(tmp_path: Any) -> None:
     with pytest.raises(ConfigurationError, match="NUL"):
         RecordingTransport(str(tmp_path / "a\0b.jsonl"))
+
+
+@pytest.mark.parametrize(
+    "front_end",
+    [
+        "RecordingTransport(Path)",
+        "anthropic_client",
+        "async_openai_client",
+        "proxy.start",
+    ],
+)
+def test_every_front_end_taking_a_cassette_path_refuses_a_nul(
+    tmp_path: Any, front_end: str
+) -> None:
+    # os.path.realpath raises a bare ValueError ("embedded null byte") for these.
+    from pathlib import Path
+
+    path = Path(tmp_path / "a\0b.jsonl")
+    with pytest.raises(ConfigurationError, match=r"cassette path '.*a\\x00b\.jsonl' holds a NUL"):
+        if front_end == "RecordingTransport(Path)":
+            RecordingTransport(path)
+        elif front_end == "proxy.start":
+            from sakura_http.proxy import start
+
+            start(path)
+        else:
+            from sakura_http import llm
+
+            getattr(llm, front_end)(str(path))
+    assert list(tmp_path.iterdir()) == []

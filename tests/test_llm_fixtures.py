@@ -141,6 +141,36 @@ def test_recording_without_a_key_says_where_it_comes_from(project: pytest.Pytest
     )
 
 
+def test_a_cassette_name_holding_a_nul_character_is_a_configuration_error(
+    project: pytest.Pytester,
+) -> None:
+    # os.path.realpath raised a bare ValueError ("embedded null byte").
+    write_test(
+        project,
+        """
+import pytest
+
+pytestmark = pytest.mark.cassette("chat\\0.jsonl")
+
+def test_anthropic(sakura_anthropic):
+    pass
+
+@pytest.mark.anyio
+async def test_async_openai(sakura_async_openai):
+    pass
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(
+        ["*ConfigurationError: cassette name 'chat\\x00.jsonl' holds a NUL character*"] * 2
+    )
+
+
 def test_a_fixture_nothing_went_through_fails(project: pytest.Pytester) -> None:
     write_test(
         project,

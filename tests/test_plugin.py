@@ -335,6 +335,51 @@ def test_inside_is_fine(sakura_recording, sakura_fixtures):
     assert not (project.path / "tests" / "fixtures" / "payments").exists()
 
 
+def test_a_name_holding_a_nul_character_is_a_configuration_error(project: pytest.Pytester) -> None:
+    # os.path.realpath raised a bare ValueError ("embedded null byte") for these.
+    write_test(
+        project,
+        """
+from pathlib import Path
+
+import pytest
+from sakura_http import ConfigurationError
+
+@pytest.mark.parametrize("name", ["a\\0b.jsonl", Path("a\\0b.jsonl"), "payments/\\0.jsonl"])
+def test_factory(sakura_recording, name):
+    with pytest.raises(ConfigurationError, match="cassette name .* holds a NUL character"):
+        sakura_recording(name)
+
+@pytest.mark.cassette("a\\0b.jsonl")
+def test_transport(sakura_transport):
+    pass
+
+@pytest.mark.cassette("a\\0b.jsonl")
+def test_proxy(sakura_proxy):
+    pass
+
+@pytest.mark.cassette("a\\0b.jsonl", patch_clients=True)
+def test_patch_clients():
+    pass
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=3, errors=3)
+    result.stdout.fnmatch_lines(
+        ["*ConfigurationError: cassette name 'a\\x00b.jsonl' holds a NUL character*"] * 3
+    )
+    assert "embedded null byte" not in result.stdout.str()
+
+
+def test_a_fixtures_folder_holding_a_nul_character_names_the_ini_option(
+    project: pytest.Pytester,
+) -> None:
+    write_test(project, "def test_it(sakura_transport):\n    pass\n")
+    result = project.runpytest("-o", "sakura_fixtures=fix\0tures")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*the ini option sakura_fixtures (*) holds a NUL character*"])
+
+
 def test_default_names_and_fixtures_folder(project: pytest.Pytester) -> None:
     write_test(
         project,

@@ -244,6 +244,11 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
     ini_value = str(config.getini("sakura_fixtures") or "").strip()
+    if "\0" in ini_value:
+        raise pytest.UsageError(
+            f"sakura-http: the ini option sakura_fixtures ({ini_value!r}) holds a NUL "
+            "character; give the fixtures folder as a plain path"
+        )
     base = config.inipath.parent if config.inipath is not None else config.rootpath
     config.stash[_STATE] = _State(
         requested=requested,
@@ -304,10 +309,15 @@ def fixtures_folder(config: pytest.Config, test_path: Path) -> Path:
 def resolve_cassette_path(folder: Path, name: str | os.PathLike[str]) -> Path:
     """`name` inside `folder`; raises `ConfigurationError` for a name that escapes it.
 
-    Refused: an empty name, an absolute path, a ``..`` part, and a path whose symlinks lead out
-    of the folder.
+    Refused: an empty name, an absolute path, a ``..`` part, a path whose symlinks lead out
+    of the folder, and a NUL character (which no file name can hold).
     """
     text = os.fspath(name)
+    if "\0" in text:
+        raise ConfigurationError(
+            f"cassette name {text!r} holds a NUL character: give a plain file name inside the "
+            f'fixtures folder {folder}, such as "billing.jsonl"'
+        )
     pure = PurePath(text)
     escapes = (
         not text.strip()
