@@ -28,14 +28,13 @@ import orjson
 from .._cassette import load_cassette
 from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, parse_cassette
-from .._policy import shown_value
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._git import DRIVER, GitError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
 from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
-from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines, url_shown
+from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
 
 __all__ = ["main"]
 
@@ -96,7 +95,7 @@ def _describe(ref: ExchangeRef) -> str:
     ex = ref.exchange
     ident = f" id={ex.id}" if ex.id is not None else ""
     outcome = _status_text(ex) if ex.error is None else f"error {ex.error.type}"
-    return f"#{ref.index + 1}{ident} {ex.method} {url_shown(ex.url)} -> {outcome}"
+    return f"#{ref.index + 1}{ident} {ex.method} {ex.url} -> {outcome}"
 
 
 # --- show ------------------------------------------------------------------------------------
@@ -160,7 +159,7 @@ def _show(args: argparse.Namespace) -> int:
         _out(
             f"#{index + 1:<{index_width}}  {ident}{ex.method:<{method_width}}  "
             f"{_status_text(ex):>3}  {sent:>{sent_width}} -> {received:<{received_width}}  "
-            f"{url_shown(ex.url)}{_markers(ex)}"
+            f"{ex.url}{_markers(ex)}"
         )
         if args.bodies:
             if ex.error is not None:
@@ -203,7 +202,7 @@ def _show_totals(exchanges: Sequence[Exchange]) -> str:
 def _values(values: list[str] | None) -> str:
     if values is None:
         return "(absent)"
-    return ", ".join(shown_value(v) for v in values)
+    return ", ".join(repr(v) for v in values)
 
 
 def _change_lines(change: Change) -> list[str]:
@@ -213,10 +212,8 @@ def _change_lines(change: Change) -> list[str]:
     if change.diff:
         head = f"{change.field}: {human_size(change.old)} -> {human_size(change.new)}"
         return [head, *(f"    {line}" for line in change.diff)]
-    if change.field == "url":  # a URL is printed whole (`_diff` hid its secret query values)
-        return [f"url: {change.old} -> {change.new}"]
     name = f" {change.name}" if change.name is not None else ""
-    return [f"{change.field}{name}: {shown_value(change.old)} -> {shown_value(change.new)}"]
+    return [f"{change.field}{name}: {change.old!r} -> {change.new!r}"]
 
 
 def _render_diff(result: CassetteDiff, verbose: bool) -> None:
