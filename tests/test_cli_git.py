@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from sakura_http._format import Exchange
-from tests.cli_support import JSON, items, message, run, write_cassette
+from tests.cli_support import JSON, assert_one_line_error, items, message, run, write_cassette
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True, check=False).returncode != 0,
@@ -130,22 +132,33 @@ def test_git_revision_errors_are_one_line(repo: Path, capsys: pytest.CaptureFixt
     assert f"run `sakura-http diff HEAD -- {cassette}`" in forgot.err
 
 
+# What git-setup configures: the interpreter that ran it, so no PATH is needed.
+TEXTCONV = f"{shlex.quote(sys.executable)} -m sakura_http show --textconv"
+VENV_BIN = str(Path(sys.executable).parent)
+
+
+def without_the_venv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shell where neither `sakura-http` nor a Python with sakura_http is on PATH."""
+    kept = [p for p in os.environ["PATH"].split(os.pathsep) if p and p != VENV_BIN]
+    monkeypatch.setenv("PATH", os.pathsep.join(kept))
+    assert shutil.which("sakura-http") is None
+
+
 def test_git_setup_makes_git_diff_and_log_readable(
-    repo: Path, capsys: pytest.CaptureFixture[str]
+    repo: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     result = run(capsys, "git-setup")
     assert result.code == 0, result
     attributes = repo / ".gitattributes"
     assert result.out.splitlines() == [
         f"added to {attributes}: *.jsonl diff=sakura-http",
-        'set git config diff.sakura-http.textconv "sakura-http show --textconv" '
-        "(this repository only)",
+        f'set git config diff.sakura-http.textconv "{TEXTCONV}" (this repository only)',
         "`git diff` and `git log -p` now show cassettes one field per line",
     ]
     assert attributes.read_text() == "*.jsonl diff=sakura-http\n"
-    assert git(repo, "config", "diff.sakura-http.textconv").strip() == (
-        "sakura-http show --textconv"
-    )
+    assert git(repo, "config", "--local", "diff.sakura-http.textconv").strip() == TEXTCONV
+    # git diff runs the driver from any shell: the virtual environment is not on PATH.
+    without_the_venv(monkeypatch)
     again = run(capsys, "git-setup")  # idempotent
     assert again.out.splitlines()[0] == f"already in {attributes}: *.jsonl diff=sakura-http"
     assert attributes.read_text() == "*.jsonl diff=sakura-http\n"
@@ -168,10 +181,71 @@ def test_git_setup_outside_a_repository_exits_2(
     outside.mkdir()
     monkeypatch.chdir(outside)
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    result = run(capsys, "git-setup")
-    assert result.code == 2
-    assert "git rev-parse failed" in result.err
-    assert len(result.err.splitlines()) == 1
+    for argv in (["git-setup"], ["git-setup", "--command", "my-textconv --flag"]):
+        result = run(capsys, *argv)
+        assert result.code == 2
+        # --command used to overwrite the command's name: "sakura-http my-textconv --flag:"
+        assert result.err.startswith("sakura-http git-setup: error: git rev-parse failed")
+        assert len(result.err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [
+        ("", "is empty"),
+        ("   ", "is empty"),
+        ("a.jsonl\n*.py diff=other", "control character"),
+        ("a.jsonl\r", "control character"),
+        ("tests/\tx.jsonl", "control character"),
+        ("!*.jsonl", "starts with '!'"),
+        ("#*.jsonl", "starts with '#'"),
+    ],
+)
+def test_git_setup_refuses_a_pattern_that_is_no_gitattributes_pattern(
+    repo: Path, capsys: pytest.CaptureFixture[str], pattern: str, why: str
+) -> None:
+    result = run(capsys, "git-setup", "--pattern", "*.jsonl", "--pattern", pattern)
+    assert_one_line_error(result)
+    assert result.err.startswith(f"sakura-http git-setup: error: the pattern {pattern!r} ")
+    assert why in result.err
+    assert not (repo / ".gitattributes").exists()  # nothing written, not even the good one
+    done = subprocess.run(["git", "config", "diff.sakura-http.textconv"], cwd=repo, check=False)
+    assert done.returncode == 1  # not set either
+
+
+def test_git_setup_quotes_a_pattern_with_spaces(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pattern = 'my "cassettes"/*.jsonl'
+    assert run(capsys, "git-setup", "--pattern", pattern).code == 0
+    line = '"my \\"cassettes\\"/*.jsonl" diff=sakura-http'
+    assert (repo / ".gitattributes").read_text() == line + "\n"
+    checked = git(repo, "check-attr", "diff", "--", 'my "cassettes"/a.jsonl', "other/a.jsonl")
+    assert checked.splitlines()[0].endswith('cassettes\\"/a.jsonl": diff: sakura-http')
+    assert checked.splitlines()[1].endswith("diff: unspecified")
+    again = run(capsys, "git-setup", "--pattern", pattern)
+    assert again.out.splitlines()[0].startswith("already in")
+
+
+def test_git_setup_quotes_an_interpreter_path_with_spaces(
+    repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A Python at a path a shell would split (and with a quote in it): git runs the textconv
+    # through the shell, so the path must come back whole.
+    folder = tmp_path / "my 'python' env"
+    folder.mkdir()
+    python = folder / "python3"
+    python.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(python))
+    assert run(capsys, "git-setup").code == 0
+    configured = git(repo, "config", "diff.sakura-http.textconv").strip()
+    assert shlex.split(configured) == [str(python), "-m", "sakura_http", "show", "--textconv"]
+    without_the_venv(monkeypatch)
+    _commit_then_change(repo)
+    diff = git(repo, "diff").splitlines()
+    assert '-          "content": "red",' in diff
+    assert '+          "content": "yellow",' in diff
 
 
 def test_the_documented_two_line_recipe_works(repo: Path) -> None:

@@ -30,7 +30,7 @@ from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, parse_cassette
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
-from ._git import DRIVER, GitError, setup_textconv, show_at_revision
+from ._git import DRIVER, GitError, PatternError, setup_textconv, show_at_revision
 from ._lint import Finding, lint_file
 from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
@@ -471,8 +471,8 @@ def _repair(args: argparse.Namespace) -> int:
 
 def _git_setup(args: argparse.Namespace) -> int:
     try:
-        done = setup_textconv(args.pattern or ["*.jsonl"], args.command)
-    except GitError as exc:
+        done = setup_textconv(args.pattern or ["*.jsonl"], args.textconv)
+    except (GitError, PatternError) as exc:
         raise _UsageError(str(exc)) from None
     except OSError as exc:
         raise _UsageError(f"{exc.filename or '.gitattributes'}: {exc.strerror or exc}") from None
@@ -579,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
         _git_setup,
         "Make `git diff` and `git log -p` show cassettes readably in this repository.",
         "Adds a diff attribute to .gitattributes and sets its textconv to "
-        "`sakura-http show --textconv` in the repository's git config.",
+        "`PYTHON -m sakura_http show --textconv` in the repository's git config, PYTHON being "
+        "the interpreter running this command, so `git diff` works from any shell.",
     )
     git_setup.add_argument(
         "--pattern",
@@ -590,8 +591,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     git_setup.add_argument(
         "--command",
-        default=f"{PROG} show --textconv",
-        help="the textconv command git runs with a file name appended (default: %(default)s)",
+        dest="textconv",  # not "command": that is the subcommand's name
+        metavar="COMMAND",
+        help="the textconv command git runs, through the shell, with a file name appended "
+        "(default: this Python with -m sakura_http show --textconv)",
     )
 
     repair = command(

@@ -6,11 +6,22 @@ behaves as the user's git does: worktrees, sub-folders, `GIT_DIR` and the like a
 
 from __future__ import annotations
 
+import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DRIVER", "GitError", "GitSetup", "setup_textconv", "show_at_revision"]
+__all__ = [
+    "DRIVER",
+    "GitError",
+    "GitSetup",
+    "PatternError",
+    "attributes_line",
+    "setup_textconv",
+    "show_at_revision",
+    "textconv_command",
+]
 
 #: The name of the diff driver in `.gitattributes` and `git config diff.<name>.textconv`.
 DRIVER = "sakura-http"
@@ -18,6 +29,10 @@ DRIVER = "sakura-http"
 
 class GitError(Exception):
     """git could not be run or refused; the message is one line, git's own reason last."""
+
+
+class PatternError(ValueError):
+    """A pattern that cannot be written as a `.gitattributes` pattern; the message says why."""
 
 
 def _git(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -45,6 +60,43 @@ def show_at_revision(revision: str, path: Path) -> bytes | None:
     raise GitError(f"cannot read {revision}:{path} from git: {reason}")
 
 
+def textconv_command(python: str | None = None) -> str:
+    """The textconv command `git-setup` configures: the Python interpreter running it
+    (`python`, default `sys.executable`, kept as it is: a virtual environment's ``python`` is a
+    link whose path chooses the environment) with ``-m sakura_http show --textconv``, quoted for
+    the shell git runs it with.  So `git diff` finds sakura-http from any shell, whether or not
+    the environment is activated.  Without a known interpreter, ``sakura-http`` on PATH."""
+    python = sys.executable if python is None else python
+    if not python:
+        return "sakura-http show --textconv"
+    return f"{shlex.quote(python)} -m sakura_http show --textconv"
+
+
+def attributes_line(pattern: str) -> str:
+    """The `.gitattributes` line ``<pattern> diff=sakura-http``, the pattern quoted in C style
+    (as git reads a pattern starting with a double quote) when it holds a space, a quote or a
+    backslash.  Raises `PatternError` for a pattern git would not read as one: empty, holding a
+    control character (a newline would start another line), or starting with ``!`` (git ignores
+    negative patterns in attributes) or ``#`` (a comment)."""
+    if not pattern.strip():
+        raise PatternError(f"the pattern {pattern!r} is empty: give a glob such as '*.jsonl'")
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in pattern):
+        raise PatternError(
+            f"the pattern {pattern!r} holds a control character (a newline, tab or the like), "
+            "which no .gitattributes pattern can hold: match that character with '?'"
+        )
+    if pattern[0] in "!#":
+        what = "a comment" if pattern[0] == "#" else "a negative pattern, which git ignores here"
+        raise PatternError(
+            f"the pattern {pattern!r} starts with {pattern[0]!r}: .gitattributes would read it "
+            f"as {what}; match that character with '?' ('?{pattern[1:]}')"
+        )
+    if any(char in pattern for char in ' "\\'):
+        quoted = pattern.replace("\\", "\\\\").replace('"', '\\"')
+        pattern = f'"{quoted}"'
+    return f"{pattern} diff={DRIVER}"
+
+
 @dataclass(frozen=True, slots=True)
 class GitSetup:
     """What `setup_textconv` did: the `.gitattributes` file, its lines that were added and
@@ -56,12 +108,15 @@ class GitSetup:
     command: str
 
 
-def setup_textconv(patterns: list[str], command: str) -> GitSetup:
-    """Make git diff the files matching `patterns` through `command` (a textconv) in the
-    repository of the current folder: add `<pattern> diff=sakura-http` lines to the top-level
-    `.gitattributes` (never twice) and set `diff.sakura-http.textconv` in the repository's own
-    configuration.  Raises `GitError` outside a repository, `OSError` when `.gitattributes`
-    cannot be read or written."""
+def setup_textconv(patterns: list[str], command: str | None = None) -> GitSetup:
+    """Make git diff the files matching `patterns` through `command` (a textconv; default
+    `textconv_command()`) in the repository of the current folder: add
+    `<pattern> diff=sakura-http` lines (`attributes_line`) to the top-level `.gitattributes`
+    (never twice) and set `diff.sakura-http.textconv` in the repository's own configuration.
+    Raises `PatternError` for a bad pattern before anything is written, `GitError` outside a
+    repository, `OSError` when `.gitattributes` cannot be read or written."""
+    wanted = [attributes_line(pattern) for pattern in patterns]
+    command = textconv_command() if command is None else command
     done = _git("rev-parse", "--show-toplevel")
     if done.returncode != 0:
         raise GitError(f"git rev-parse failed: {_reason(done)}")
@@ -69,12 +124,11 @@ def setup_textconv(patterns: list[str], command: str) -> GitSetup:
     attributes = root / ".gitattributes"
     existing = attributes.read_text(encoding="utf-8") if attributes.exists() else ""
     have = {tuple(line.split()) for line in existing.splitlines()}
-    wanted = [f"{pattern} diff={DRIVER}" for pattern in patterns]
     added = tuple(line for line in wanted if tuple(line.split()) not in have)
     if added:
         text = existing + ("\n" if existing and not existing.endswith("\n") else "")
         attributes.write_text(text + "".join(f"{line}\n" for line in added), encoding="utf-8")
-    done = _git("config", f"diff.{DRIVER}.textconv", command, cwd=root)
+    done = _git("config", "--local", f"diff.{DRIVER}.textconv", command, cwd=root)
     if done.returncode != 0:
         raise GitError(f"git config failed: {_reason(done)}")
     present = tuple(line for line in wanted if line not in added)
