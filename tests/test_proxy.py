@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio.abc
+import h11
 import httpx
 import httpx_sse
 import pytest
@@ -29,6 +30,7 @@ from sakura_http.proxy._server import (
     ProxyServer,
     client_headers,
     forwarded_headers,
+    framing_problem,
     recorded_headers,
 )
 from tests.proxy_support import HANG_GUARD, Upstream, sse_events, start_upstream
@@ -550,6 +552,108 @@ def test_bad_input_closes_that_connection_only(
         with client(proxy.url) as http:
             assert http.get("/v1/after").status_code == 200
     assert [line["url"].rsplit("/", 1)[1] for line in exchanges(cassette)] == ["before", "after"]
+
+
+# --- request smuggling ------------------------------------------------------------------------
+
+SMUGGLED = b"GET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    ("version", "headers", "ambiguous"),
+    [
+        (b"1.1", [("Content-Length", "5")], False),
+        (b"1.1", [("Transfer-Encoding", "chunked")], False),
+        (b"1.0", [("Content-Length", "5")], False),
+        (b"1.1", [("Transfer-Encoding", "chunked"), ("Content-Length", "5")], True),
+        (b"1.1", [("content-length", "5"), ("TRANSFER-ENCODING", "Chunked")], True),
+        (b"1.0", [("Transfer-Encoding", "chunked")], True),
+    ],
+)
+def test_framing_problem(version: bytes, headers: list[tuple[str, str]], ambiguous: bool) -> None:
+    request = h11.Request(
+        method="POST", target="/", headers=[("Host", "x"), *headers], http_version=version
+    )
+    assert (framing_problem(request) is not None) is ambiguous
+
+
+@pytest.mark.parametrize(
+    ("data", "status"),
+    [
+        (
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + LAST_CHUNK + SMUGGLED,
+            b"400",
+        ),
+        (
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(LAST_CHUNK + SMUGGLED) + LAST_CHUNK + SMUGGLED,
+            b"400",
+        ),
+        (
+            b"POST /v1/a HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + LAST_CHUNK
+            + SMUGGLED,
+            b"400",
+        ),
+        (
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: %d\r\n"
+            b"\r\n" % len(SMUGGLED) + SMUGGLED,
+            b"400",
+        ),
+        (
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0, %d\r\n\r\n" % len(SMUGGLED)
+            + SMUGGLED,
+            b"400",
+        ),
+        (
+            b"POST /v1/a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+            + LAST_CHUNK
+            + SMUGGLED,
+            b"501",
+        ),
+    ],
+    ids=["cl-then-te", "te-then-cl", "te-in-http-1.0", "two-lengths", "length-list", "te-gzip"],
+)
+def test_ambiguous_framing_is_refused_and_the_connection_closed(
+    tmp_path: Path, upstream: Upstream, data: bytes, status: bytes
+) -> None:
+    cassette = tmp_path / "smuggled.jsonl"
+    with serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy:
+        # Not shut for writing: the proxy itself must close, not read on.
+        answer = raw_exchange(proxy.port, data, shut=False)
+    assert answer.startswith(b"HTTP/1.1 " + status + b" ")
+    assert answer.count(b"HTTP/1.1 ") == 1  # one answer: the bytes after it were never read
+    assert b"\r\nconnection: close\r\n" in answer.lower()
+    assert b"x-sakura-http-error: bad-request" in answer
+    assert upstream.requests == []
+    assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_the_refusal_says_why(tmp_path: Path, upstream: Upstream) -> None:
+    data = (
+        b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n" + LAST_CHUNK
+    )
+    with serve(tmp_path / "why.jsonl", upstream=upstream.url) as proxy:
+        answer = raw_exchange(proxy.port, data, shut=False)
+    body = answer.split(b"\r\n\r\n", 1)[1].decode()
+    assert body == (
+        "bad request: both Content-Length and Transfer-Encoding: the body's end is ambiguous, "
+        "which is how requests are smuggled (RFC 9112, section 6.3); send one of them\n"
+    )
+
+
+def test_equal_duplicate_lengths_are_one_length(tmp_path: Path, upstream: Upstream) -> None:
+    # RFC 9110 section 8.6 lets a recipient take `5, 5` as 5: there is nothing to disagree on.
+    data = (
+        b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\nhello"
+    )
+    with serve(tmp_path / "same.jsonl", upstream=upstream.url, mode="new_episodes") as proxy:
+        answer = raw_exchange(proxy.port, data)
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert [e["body"] for e in exchanges(tmp_path / "same.jsonl")] == ["hello"]
 
 
 # --- shutdown --------------------------------------------------------------------------------

@@ -238,3 +238,34 @@ def test_a_tls_client_that_hangs_up_mid_handshake_costs_one_connection(tmp_path:
             assert sock.recv(1024).startswith(b"HTTP/1.1 200")
             sock.sendall(b"\x16\x03\x01\x00\x05hello")  # a torn ClientHello, then gone
         assert with_httpx(proxy, upstream.url)[0][0] == 200
+
+
+def test_ambiguous_framing_inside_a_tunnel_is_refused_and_the_tunnel_closed(
+    tmp_path: Path,
+) -> None:
+    smuggled = b"GET /v1/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    with (
+        start_upstream(tls=True, folder=tmp_path) as upstream,
+        serve(
+            tmp_path / "a.jsonl", mode="new_episodes", ca_dir=tmp_path / "ca",
+            verify=upstream.ca_file,
+        ) as proxy,
+    ):  # fmt: skip
+        assert proxy.ca_cert is not None
+        authority = f"127.0.0.1:{upstream.port}".encode()
+        context = ssl.create_default_context(cafile=proxy.ca_cert)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
+            sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+            assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+            with context.wrap_socket(sock, server_hostname="127.0.0.1") as tls:
+                tls.sendall(
+                    b"POST /v1/a HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s" % (authority, smuggled)
+                )
+                answer = b""
+                while chunk := tls.recv(65536):
+                    answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert answer.count(b"HTTP/1.1 ") == 1
+    assert b"\r\nconnection: close\r\n" in answer
+    assert upstream.requests == []

@@ -57,7 +57,14 @@ from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream
 from ._ca import CertificateAuthority
 
-__all__ = ["ERROR_NAMES", "HOP_BY_HOP", "TO_PROXY", "ProxyServer", "error_name"]
+__all__ = [
+    "ERROR_NAMES",
+    "HOP_BY_HOP",
+    "TO_PROXY",
+    "ProxyServer",
+    "error_name",
+    "framing_problem",
+]
 
 logger = logging.getLogger("sakura_http.proxy")
 
@@ -110,6 +117,33 @@ def error_name(exc: BaseException) -> str:
         if name is not None:
             return name
     return "error"
+
+
+def framing_problem(request: h11.Request) -> str | None:
+    """Why the end of `request`'s body is ambiguous, or None when it is not.
+
+    h11 already refuses differing ``content-length`` values (two headers or a list) and any
+    transfer coding but ``chunked``.  It lets through, and settles by ``transfer-encoding``
+    alone, what RFC 9112 section 6.3 calls a smuggling attempt: both headers at once; and
+    section 6.1 says a ``transfer-encoding`` in an HTTP/1.0 request means the framing is
+    faulty.  A client, or a proxy in front of this one, may have framed such a request the
+    other way, so the bytes after it could be read as a request nobody sent: the proxy
+    refuses it and closes the connection.
+    """
+    names = {name for name, _ in request.headers}  # lower-cased by h11
+    if b"transfer-encoding" not in names:
+        return None
+    if b"content-length" in names:
+        return (
+            "both Content-Length and Transfer-Encoding: the body's end is ambiguous, which is "
+            "how requests are smuggled (RFC 9112, section 6.3); send one of them"
+        )
+    if request.http_version < b"1.1":
+        return (
+            "Transfer-Encoding in an HTTP/1.0 request, whose framing it cannot change "
+            "(RFC 9112, section 6.1); send Content-Length, or speak HTTP/1.1"
+        )
+    return None
 
 
 class _BadRequest(Exception):
@@ -456,6 +490,13 @@ class ProxyServer:
                     self._idle.discard(idle)
             if idle.cancelled_caught or not isinstance(event, h11.Request):
                 return  # shutting down, or the client closed an idle connection
+            problem = framing_problem(event)
+            if problem is not None:
+                logger.warning("sakura-http proxy: bad request from %s: %s", wire.peer, problem)
+                with contextlib.suppress(_ClientGone):
+                    await self._answer(wire, 400, "bad-request", f"bad request: {problem}\n")
+                    await wire.linger()
+                return
             if event.method == b"CONNECT":
                 await self._tunnel(wire, event)
                 return
@@ -480,10 +521,15 @@ class ProxyServer:
         logger.warning("sakura-http proxy: bad request from %s: %s", wire.peer, exc)
         if wire.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
             with contextlib.suppress(h11.LocalProtocolError, _ClientGone):
-                await self._answer(wire, status, "bad-request", f"bad request: {exc}\n")
+                await self._answer(
+                    wire, status, "bad-request", f"bad request: {exc}\n", closing=True
+                )
                 await wire.linger()
 
-    async def _answer(self, wire: _Wire, status: int, name: str, text: str) -> None:
+    async def _answer(
+        self, wire: _Wire, status: int, name: str, text: str, *, closing: bool = False
+    ) -> None:
+        """A short text/plain answer; `closing` says the connection closes after it."""
         body = text.encode("utf-8")
         headers = [
             (b"content-type", b"text/plain; charset=utf-8"),
@@ -491,10 +537,10 @@ class ProxyServer:
             (b"x-sakura-http-error", name.encode("ascii")),
             (b"x-should-retry", b"false"),
         ]
-        if wire.h11.their_state is h11.SEND_BODY:
-            # Answered before the request body was read: the connection closes after this
-            # answer, and says so, or a client could send its next request on it before it
-            # sees the close, and have that request dropped unanswered.
+        if closing or wire.h11.their_state is h11.SEND_BODY:
+            # Answered before the request body was read (or after bad input): the connection
+            # closes after this answer, and says so, or a client could send its next request
+            # on it before it sees the close, and have that request dropped unanswered.
             headers.append((b"connection", b"close"))
         await wire.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
         await wire.send(h11.Data(data=body))
@@ -663,7 +709,7 @@ class ProxyServer:
         """Forward `request` (`data` as recorded), record the answer and replay it, or tee it
         to the client as it arrives (`stream_through`)."""
         user = self.user
-        recorder = user.recorder(data)
+        recorder = user.recorder(data, str(request.url))
         method, url = request.method, str(request.url)
         try:
             response = await self._send_upstream(request)
