@@ -7,7 +7,7 @@ and `sakura_http.httpx2` for httpx2-typed transports.  See docs/architecture.md.
 
 from ._advice import Advice
 from ._cassette import load_cassette
-from ._config import DEFAULT_SECRET_QUERY_PARAMS, CassetteConfig
+from ._config import DEFAULT_SECRET_QUERY_PARAMS, CassetteConfig, CassetteOptions
 from ._core import RecordMode
 from ._exceptions import (
     BodyTooLargeError,
@@ -21,6 +21,7 @@ from ._exceptions import (
     RerecordingInProgress,
     UndecodableBodyError,
     UnsafeExchangeError,
+    UnwritableExchangeError,
 )
 from ._format import CassetteContent, Exchange, FaultInfo
 from ._matching import DEFAULT_IGNORE_HEADERS, canonical_url
@@ -59,6 +60,7 @@ __all__ = [
     "CassetteError",
     "CassetteFormatError",
     "CassetteMiss",
+    "CassetteOptions",
     "ConfigurationError",
     "CredentialHeaderError",
     "Exchange",
@@ -74,6 +76,7 @@ __all__ = [
     "Scrub",
     "UndecodableBodyError",
     "UnsafeExchangeError",
+    "UnwritableExchangeError",
     "__version__",
     "canonical_url",
     "load_cassette",

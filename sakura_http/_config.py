@@ -19,7 +19,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from ._advice import Advice
 from ._core import RecordMode, parse_mode, resolve_mode
@@ -30,10 +30,14 @@ from ._policy import DEFAULT_MAX_BODY_BYTES
 from ._rules import Rules
 from ._value import Value
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
+
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_SECRET_QUERY_PARAMS",
     "CassetteConfig",
+    "CassetteOptions",
     "resolve_config",
 ]
 
@@ -99,12 +103,39 @@ def _flag(option: str, value: Any) -> bool:
     return value
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class CassetteOptions(TypedDict, total=False):
+    """The option keywords every front end takes (`RecordingTransport`, the SDK helpers,
+    `serve()`, the plugin's factories), as a caller may spell them: a mode by name, names in any
+    iterable.  Typed so that a misspelt option is a type error (``**options:
+    Unpack[CassetteOptions]``); `CassetteConfig` holds them validated, one field each."""
+
+    mode: RecordMode | str
+    secret_headers: Iterable[str]
+    allow_headers: Iterable[str]
+    secret_query_params: Iterable[str]
+    ignore_headers: Iterable[str]
+    record_hosts: Iterable[str] | None
+    passthrough_hosts: Iterable[str]
+    max_body_bytes: int
+    allow_repeats: bool
+    record_errors: bool
+    stream_through: bool
+    record_timings: bool
+    replay_latency: float
+    replay_chunk_size: int
+    rules: Rules | None
+    advice: Advice
+
+
+# init=False: the constructor below takes the options as callers spell them (`CassetteOptions`),
+# and the fields hold them validated.
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)  # ==, hash, repr: Value's
 class CassetteConfig(Value):
     """Every option of a cassette, validated once; see `RecordingTransport` for each one.
 
-    Build it with keyword arguments (collections may be any iterable; names are lower-cased)
-    and derive variants with `replace()`.  Equal configurations compare equal.
+    Build it with keyword arguments (`CassetteOptions`: collections may be any iterable; names
+    are lower-cased) and derive variants with `replace()`.  Equal configurations compare equal.
+    An unknown keyword raises `TypeError`, an invalid value `ConfigurationError`.
     """
 
     mode: RecordMode = RecordMode.NONE
@@ -124,7 +155,24 @@ class CassetteConfig(Value):
     rules: Rules = field(default_factory=Rules)
     advice: Advice = field(default_factory=Advice, compare=False)
 
-    def __post_init__(self) -> None:
+    def __init__(self, **options: Unpack[CassetteOptions]) -> None:
+        given: dict[str, Any] = dict(options)
+        for option in dataclasses.fields(self):
+            if option.name in given:
+                value = given.pop(option.name)
+            elif option.default_factory is not dataclasses.MISSING:
+                value = option.default_factory()
+            else:
+                value = option.default
+            object.__setattr__(self, option.name, value)
+        if given:
+            raise TypeError(
+                f"CassetteConfig.__init__() got an unexpected keyword argument "
+                f"{next(iter(given))!r}"
+            )
+        self._validate()
+
+    def _validate(self) -> None:
         def put(name: str, value: Any) -> None:
             object.__setattr__(self, name, value)
 
@@ -167,9 +215,10 @@ class CassetteConfig(Value):
                 "a secret (never written) or allowed (written as it is); keep it in one"
             )
 
-    def replace(self, **changes: Any) -> CassetteConfig:
+    def replace(self, **changes: Unpack[CassetteOptions]) -> CassetteConfig:
         """A copy with `changes` applied (and validated)."""
-        return dataclasses.replace(self, **changes)
+        current: dict[str, Any] = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return CassetteConfig(**{**current, **changes})
 
     @property
     def record_host_list(self) -> HostList | None:
@@ -184,7 +233,7 @@ class CassetteConfig(Value):
 def resolve_config(
     caller: str,
     config: CassetteConfig | None,
-    options: Mapping[str, Any],
+    options: CassetteOptions,
     environ: Mapping[str, str] | None,
 ) -> CassetteConfig:
     """The configuration a front end was given: `config`, or one built from the option keywords

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import httpx
 
-from ._config import CassetteConfig, resolve_config
+from ._config import CassetteConfig, CassetteOptions, resolve_config
 from ._core import RecordMode
 from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
 from ._format import Exchange
@@ -27,6 +27,7 @@ from ._session import CassetteSession, CassetteUser, Plan
 
 if TYPE_CHECKING:
     import httpx2
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
 
 __all__ = ["AsyncOuterTransport", "OuterTransport", "RecordingTransport"]
 
@@ -142,7 +143,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         outer: OuterTransport | AsyncOuterTransport | None = None,
         config: CassetteConfig | None = None,
         environ: Mapping[str, str] | None = None,
-        **options: Any,
+        **options: Unpack[CassetteOptions],
     ) -> None:
         config = resolve_config("RecordingTransport()", config, options, environ)
         if isinstance(path, str) and "\0" in path:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .._config import CassetteConfig
+from .._config import CassetteConfig, CassetteOptions
 from .._core import RecordMode
 from .._libraries import DefaultOuter
 from .._rules import Rules
@@ -24,8 +24,13 @@ from .._transport import RecordingTransport
 from .._value import Value
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import anthropic
     import openai
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
+
+    from .._transport import AsyncOuterTransport, OuterTransport
 
 __all__ = [
     "LLM_SECRET_HEADERS",
@@ -54,6 +59,47 @@ LLM_SECRET_HEADERS: tuple[str, ...] = (
 #: The API key a client gets when its cassette only replays and no credential was given: the
 #: SDKs refuse to build a client without one, and a replayed request never leaves the process.
 PLACEHOLDER_API_KEY = "sakura-http-replay-placeholder-key"
+
+
+class _HelperOptions(CassetteOptions, total=False):
+    """The keywords every SDK helper takes: the transport's (`CassetteOptions`, ``outer``,
+    ``environ``, ``config`` as a `CassetteConfig`) and the keywords both SDKs' clients take."""
+
+    outer: OuterTransport | AsyncOuterTransport | None
+    environ: Mapping[str, str] | None
+    config: CassetteConfig | Mapping[str, Any] | None  # anthropic has a config= of its own
+    api_key: Any
+    base_url: Any
+    timeout: Any
+    max_retries: int
+    default_headers: Mapping[str, str] | None
+    default_query: Mapping[str, object] | None
+
+
+class AnthropicOptions(_HelperOptions, total=False):
+    """`anthropic_client`'s keywords: the transport's and ``anthropic.Anthropic``'s (as of
+    anthropic 2.x; a keyword a newer SDK adds is passed on, and typed here once it is known)."""
+
+    auth_token: str | None
+    credentials: Any
+    profile: str | None
+    webhook_key: str | None
+    open_telemetry: Any
+    middleware: Any
+
+
+class OpenAIOptions(_HelperOptions, total=False):
+    """`openai_client`'s keywords: the transport's and ``openai.OpenAI``'s (as of openai 3.x)."""
+
+    admin_api_key: str | None
+    workload_identity: Any
+    organization: str | None
+    project: str | None
+    webhook_secret: str | None
+    provider: Any
+    data_residency: Any
+    websocket_base_url: Any
+
 
 # Keywords that configure the RecordingTransport; every other keyword goes to the SDK client.
 # ``config`` goes to the transport only as a CassetteConfig: anthropic has a ``config=`` too.
@@ -167,7 +213,7 @@ def _http_client(sdk: ModuleType, transport: RecordingTransport, *, is_async: bo
 
 
 def anthropic_client(
-    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Any
+    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Unpack[AnthropicOptions]
 ) -> anthropic.Anthropic:
     """An ``anthropic.Anthropic`` client whose requests go through a cassette.
 
@@ -185,22 +231,22 @@ def anthropic_client(
     do transport keywords beside an existing transport.  Without the SDK installed it raises
     `ImportError` naming the ``sakura-http[anthropic]`` extra.
     """
-    return _build(_ANTHROPIC, "anthropic_client", cassette, options, is_async=False)  # type: ignore[no-any-return]
+    return _build(_ANTHROPIC, "anthropic_client", cassette, dict(options), is_async=False)  # type: ignore[no-any-return]
 
 
 def async_anthropic_client(
-    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Any
+    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Unpack[AnthropicOptions]
 ) -> anthropic.AsyncAnthropic:
     """An ``anthropic.AsyncAnthropic`` client over a cassette, as `anthropic_client` builds it.
 
     Use it as ``async with async_anthropic_client(...) as client:`` (or ``await
     client.close()``), so its transport closes inside the event loop that used it.
     """
-    return _build(_ANTHROPIC, "async_anthropic_client", cassette, options, is_async=True)  # type: ignore[no-any-return]
+    return _build(_ANTHROPIC, "async_anthropic_client", cassette, dict(options), is_async=True)  # type: ignore[no-any-return]
 
 
 def openai_client(
-    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Any
+    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Unpack[OpenAIOptions]
 ) -> openai.OpenAI:
     """An ``openai.OpenAI`` client whose requests go through a cassette.
 
@@ -208,12 +254,12 @@ def openai_client(
     other keyword goes to ``openai.OpenAI``; `LLM_SECRET_HEADERS` are secret; ``max_retries``
     defaults to 0; a replay-only client without ``api_key`` gets `PLACEHOLDER_API_KEY`.
     """
-    return _build(_OPENAI, "openai_client", cassette, options, is_async=False)  # type: ignore[no-any-return]
+    return _build(_OPENAI, "openai_client", cassette, dict(options), is_async=False)  # type: ignore[no-any-return]
 
 
 def async_openai_client(
-    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Any
+    cassette: str | os.PathLike[str] | RecordingTransport, /, **options: Unpack[OpenAIOptions]
 ) -> openai.AsyncOpenAI:
     """An ``openai.AsyncOpenAI`` client over a cassette, as `openai_client` builds it; use it
     as ``async with`` so its transport closes inside the event loop that used it."""
-    return _build(_OPENAI, "async_openai_client", cassette, options, is_async=True)  # type: ignore[no-any-return]
+    return _build(_OPENAI, "async_openai_client", cassette, dict(options), is_async=True)  # type: ignore[no-any-return]

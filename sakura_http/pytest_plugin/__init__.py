@@ -23,15 +23,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
 from .._advice import Advice
-from .._config import CassetteConfig
+from .._config import CassetteConfig, CassetteOptions
 from .._core import ENV_RECORD, RecordMode, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._format import Exchange
@@ -40,6 +40,9 @@ from .._rules import Rules
 from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
 
 __all__ = [
     "PROXY_OPTIONS",
@@ -427,10 +430,7 @@ class CassetteFactory:
     def config(
         self,
         name: str | os.PathLike[str],
-        *,
-        secret_headers: Iterable[str] = (),
-        allow_headers: Iterable[str] = (),
-        **options: Any,
+        **options: Unpack[CassetteOptions],
     ) -> tuple[Path, CassetteConfig]:
         """The cassette path and configuration `__call__` would use, for front ends built on
         the plugin (the proxy and SDK fixtures): the mode resolved for this run, the ini
@@ -460,14 +460,15 @@ class CassetteFactory:
         rules = options.pop("rules", None)
         if rules is not None and not isinstance(rules, Rules):
             raise ConfigurationError(f"rules must be a sakura_http.Rules, not {rules!r}")
-        config = CassetteConfig(
+        secret_headers = options.pop("secret_headers", ())
+        allow_headers = options.pop("allow_headers", ())
+        config = CassetteConfig(**options).replace(
             rules=self.rules if rules is None else self.rules | rules,
             mode=mode,
             secret_headers=frozenset([*state.secret_headers, *secret_headers]),
             allow_headers=frozenset([*state.allow_headers, *allow_headers]),
             record_hosts=tuple(hosts),
             advice=state.advice,
-            **options,
         )
         return path, config
 
@@ -477,7 +478,7 @@ class CassetteFactory:
         *,
         outer: Any = None,
         assert_all_played: bool = False,
-        **transport_options: Any,
+        **transport_options: Unpack[CassetteOptions],
     ) -> RecordingTransport:
         path, config = self.config(name, **transport_options)
         transport = RecordingTransport(
