@@ -27,8 +27,14 @@ class Advice:
         return (
             'to record it, pass mode="new_episodes" to RecordingTransport (under pytest: run '
             "`pytest --record`); if the request changed on purpose, re-record with "
-            'mode="all" (`pytest --record-all`)'
+            f"{self.rerecord()}"
         )
+
+    def rerecord(self) -> str:
+        """How to re-record a cassette whose requests changed on purpose, as the object of
+        "re-record with ...".  The one place each front end words it: `record_missing` and the
+        hints of a miss (the request changed) both use it."""
+        return 'mode="all" (`pytest --record-all`)'
 
     def allow_repeats(self) -> str:
         """How to let identical requests replay the last recorded exchange again."""

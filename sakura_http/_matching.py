@@ -24,13 +24,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import idna
 import orjson
 
+from ._advice import Advice
 from ._format import Exchange, Headers
-from ._policy import shown_header_value
+from ._policy import is_credential_header, shown_header_value
 from ._rules import Rules
 from ._value import Value
 
@@ -421,10 +422,18 @@ def compared(rules: MatchRules, method: str, url: str, headers: Headers, body: b
     )
 
 
-def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> list[str]:
+def differences(
+    request: RequestData,
+    exchange: Exchange,
+    rules: MatchRules,
+    advice: Advice | None = None,
+    siblings: Sequence[Exchange] = (),
+    *,
+    hinted: bool = True,
+) -> list[str]:
     """Which parts of `request` differ from a recorded exchange, one line per part, after the
-    matching rules are applied to both sides; ends with the rule that would make them match,
-    when one would."""
+    matching rules are applied to both sides; then, if `hinted`, what to do about them (see
+    `hints`; `siblings` are the recorded exchanges of the same endpoint)."""
     mine = compared(rules, request.method, request.url, request.headers, request.body)
     theirs = compared(rules, exchange.method, exchange.url, exchange.headers, exchange.body)
     out = []
@@ -432,23 +441,13 @@ def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> 
         out.append(f"method: request {request.method}, recorded {exchange.method}")
     if mine.url != theirs.url:
         out.append(f"url: request {mine.url}, recorded {theirs.url}")
-    header_lines = _header_differences(mine.ordinary, theirs.ordinary, rules.secret)
-    out.extend(header_lines)
-    body_differs = mine.body != theirs.body
-    if body_differs:
+    out.extend(_header_differences(mine.ordinary, theirs.ordinary, rules.secret))
+    if mine.body != theirs.body:
         out.append("body differs:")
         diff = body_diff(mine.headers, mine.body, theirs.headers, theirs.body)
         out.extend("    " + line for line in diff)
-    out.extend(
-        _rule_hints(
-            mine,
-            theirs,
-            url_differs=mine.url != theirs.url,
-            headers=[line.split(":", 1)[0].removeprefix("header ") for line in header_lines],
-            body_differs=body_differs,
-            method_differs=mine.method != theirs.method,
-        )
-    )
+    if hinted:
+        out.extend(hints(mine, theirs, rules, Advice() if advice is None else advice, siblings))
     return out
 
 
@@ -456,96 +455,372 @@ def differences(request: RequestData, exchange: Exchange, rules: MatchRules) -> 
 VERSION_HEADERS = {"anthropic-version": "Anthropic", "openai-version": "OpenAI"}
 
 
-def _rule_hints(
-    request: Compared,
-    exchange: Compared,
-    *,
-    url_differs: bool,
-    headers: list[str],
-    body_differs: bool,
-    method_differs: bool,
-) -> list[str]:
-    """What to do when only one kind of part differs: the rule or fix that makes it match."""
-    parts = [url_differs, bool(headers), body_differs, method_differs]
-    if sum(parts) != 1:
-        return []
-    if headers and all(name in VERSION_HEADERS for name in headers):
-        name = headers[0]
-        recorded = dict(exchange.headers).get(name, "")
-        return [
-            f"only {name} differs: it is the API version the {VERSION_HEADERS[name]} SDK asks "
-            "for, so an SDK upgrade changed it. Re-record the cassette, or pin the header in "
-            f'the client: default_headers={{"{name}": "{recorded}"}}'
-        ]
-    if url_differs:
-        names = _differing_query(request.url, exchange.url)
-        if names is not None:
-            shown = ", ".join(f"`{n}`" for n in names)
-            listed = ", ".join(f'"{n}"' for n in names)
-            return [
-                f"only query parameter {shown} differs; if it changes on every run, ignore it "
-                f"with Rules(ignore_query=[{listed}])"
-            ]
-    if body_differs:
-        paths = _differing_json(request.headers, request.body, exchange.headers, exchange.body)
-        if paths:
-            shown = ", ".join(f"`{p}`" for p in paths)
-            listed = ", ".join(f'"{p}"' for p in paths)
-            return [
-                f"only {shown} differs; if it changes on every run, ignore it with "
-                f"Rules(ignore_json=[{listed}])"
-            ]
-    return []
+class _Part(NamedTuple):
+    """One differing part of a request: a query parameter, a JSON path or a header."""
 
+    kind: str  # "query", "json" or "header"
+    name: str  # as a rule names it: the parameter, the JSON path, the header name
+    request: object  # its value, `_MISSING` where the part is absent
+    recorded: object
+    steps: tuple[str | int, ...] = ()  # a JSON path's keys and indexes
 
-def _differing_query(url: str, other: str) -> list[str] | None:
-    """The query parameters two URLs with the same base differ in (None: the bases differ)."""
-    base, _, query = url.partition("?")
-    other_base, _, other_query = other.partition("?")
-    if base != other_base:
-        return None
-
-    def parse(text: str) -> dict[str, list[str]]:
-        fields: dict[str, list[str]] = {}
-        for item in text.split("&") if text else []:
-            name, _, value = item.partition("=")
-            fields.setdefault(name, []).append(value)
-        return fields
-
-    mine, theirs = parse(query), parse(other_query)
-    names = sorted(n for n in mine.keys() | theirs.keys() if mine.get(n) != theirs.get(n))
-    return names or None
-
-
-def _differing_json(
-    headers: Headers, body: bytes, other_headers: Headers, other_body: bytes, limit: int = 3
-) -> list[str]:
-    """The JSON paths two bodies differ at, when they are few (else [])."""
-    if not (_is_json(_content_type(headers)) and _is_json(_content_type(other_headers))):
-        return []
-    try:
-        mine, theirs = orjson.loads(body), orjson.loads(other_body)
-    except orjson.JSONDecodeError:
-        return []
-    paths: list[str] = []
-
-    def walk(a: object, b: object, path: str) -> None:
-        if len(paths) > limit:
-            return
-        if isinstance(a, dict) and isinstance(b, dict):
-            for key in sorted(a.keys() | b.keys()):
-                walk(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}" if path else key)
-        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-            for i, (x, y) in enumerate(zip(a, b, strict=True)):
-                walk(x, y, f"{path}[{i}]")
-        elif a != b:
-            paths.append(path or "(the whole body)")
-
-    walk(mine, theirs, "")
-    return paths if 0 < len(paths) <= limit and "(the whole body)" not in paths else []
+    @property
+    def shown(self) -> str:
+        what = {"query": "query parameter ", "header": "header ", "json": ""}[self.kind]
+        return f"{what}`{self.name}`"
 
 
 _MISSING = object()
+# A body differing at more JSON paths than this is named as a whole ("the body").
+_HINT_PATHS = 12
+# At most this many recorded exchanges are read to see whether a value changes on every call.
+_HINT_SIBLINGS = 200
+
+# What a per-run value looks like, first match wins: (what it is, the pattern its text matches
+# whole).  Tokens need letters and digits, so words and small numbers never look per-run.
+_PER_RUN_SHAPES = (
+    ("a UUID", r"(?:[A-Za-z][\w.:-]*[:_-])?[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}"),
+    ("a timestamp", r"1\d{9}(?:\d{3}|\d{6}|\d{9})?(?:\.\d+)?"),
+    (
+        "a timestamp",
+        r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?",
+    ),
+    ("a date", r"\d{4}-\d\d-\d\d"),
+    ("a date", r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT"),
+    ("an id", r"[A-Za-z]{2,16}[_-](?=[A-Za-z]*\d)[A-Za-z0-9]{8,}"),  # toolu_01..., chatcmpl-...
+    ("a hex value", r"(?:0x)?[0-9a-fA-F]{16,}"),
+    ("a token", r"(?=[^\d]*\d)(?=[^A-Za-z]*[A-Za-z])[A-Za-z0-9+/_-]{16,}={0,2}"),  # base64, ...
+)
+# Names that say what they hold (compared in lower case, without "_" and "-").
+_PER_RUN_NAMES = frozenset(
+    {
+        "nonce",
+        "ts",
+        "timestamp",
+        "requestid",
+        "traceid",
+        "spanid",
+        "correlationid",
+        "idempotencykey",
+        "cachebuster",
+    }
+)
+# What a request says rather than how it is sent: never suggested for ignoring, whatever its
+# value looks like (the last key of a JSON path, or a query parameter's name).
+_CONTENT_NAMES = frozenset(
+    {
+        "messages",
+        "message",
+        "prompt",
+        "system",
+        "tools",
+        "tool_choice",
+        "functions",
+        "content",
+        "contents",
+        "parts",
+        "text",
+        "input",
+        "instructions",
+        "query",
+        "body",
+    }
+)
+# A value a recording shows changing between calls must at least look like a token.
+_TOKEN_LIKE = r"(?=[^\d]*\d)[\w.:+/=-]{6,128}"
+
+
+def _base(url: str) -> str:
+    return url.partition("?")[0]
+
+
+def hints(
+    mine: Compared,
+    theirs: Compared,
+    rules: MatchRules,
+    advice: Advice,
+    siblings: Sequence[Exchange] = (),
+) -> list[str]:
+    """What to do about the differences between a request and a recorded exchange of the same
+    method and path: a rule for the parts that look like per-run values (`_per_run`), the
+    re-record command for anything else (the request changed), and the SDK's API version when
+    an SDK upgrade changed it.  Nothing for another endpoint."""
+    if mine.method != theirs.method or _base(mine.url) != _base(theirs.url):
+        return []
+    parts = [*_query_parts(mine.url, theirs.url), *_header_parts(mine.ordinary, theirs.ordinary)]
+    body_changed = False
+    if mine.body != theirs.body:
+        json_parts = _json_parts(mine, theirs)
+        body_changed = json_parts is None
+        parts += json_parts or []
+    out = []
+    versions = [p for p in parts if p.kind == "header" and p.name in VERSION_HEADERS]
+    for part in versions:
+        if part.request is _MISSING:
+            continue  # the client stopped sending it: the request changed
+        parts.remove(part)
+        sdk = VERSION_HEADERS[part.name]
+        if part.recorded is _MISSING:
+            out.append(
+                f"the cassette was recorded without {part.name} (filtered out, or converted "
+                f"from another tool), which the {sdk} SDK sends; re-record with "
+                f"{advice.rerecord()}"
+            )
+        else:
+            only = "" if parts or body_changed or len(versions) > 1 else "only "
+            out.append(
+                f"{only}{part.name} differs: it is the API version the {sdk} SDK asks for, so "
+                f"an SDK upgrade changed it. Re-record the cassette ({advice.rerecord()}), or "
+                f'pin the header in the client: default_headers={{"{part.name}": '
+                f'"{part.recorded}"}}'
+            )
+    sequence = _Siblings(rules, siblings)
+    volatile = {id(p): why for p in parts if (why := _per_run(p, rules, sequence))}
+    changed = [p for p in parts if id(p) not in volatile]
+    if volatile:
+        named = [p for p in parts if id(p) in volatile]
+        one = len(named) == 1
+        reasons = ", ".join(dict.fromkeys(volatile.values()))
+        looks = (
+            f"it looks like a per-run value ({reasons})"
+            if one
+            else f"they look like per-run values ({reasons})"
+        )
+        names = ", ".join(p.shown for p in named)
+        if changed or body_changed or out:
+            found = f"{names} {looks.partition(' ')[2]}"
+        else:
+            found = f"only {names} {'differs' if one else 'differ'}, and {looks}"
+        out.append(
+            f"{found}; if {'it changes' if one else 'they change'} on every run, ignore "
+            f"{'it' if one else 'them'} with {_rule_text(named)}"
+        )
+    if changed or body_changed:
+        what = [p.shown for p in changed[:5]]
+        if len(changed) > 5:
+            what.append(f"and {len(changed) - 5} more")
+        if body_changed:
+            what.append("the body")
+        out.append(
+            f"the request changed: {', '.join(what)} "
+            f"{'differs' if len(changed) + body_changed == 1 else 'differ'}; if the change is "
+            f"intended, re-record with {advice.rerecord()}"
+        )
+    return out
+
+
+def _one(values: list[str] | None) -> object:
+    return _MISSING if values is None else values[0] if len(values) == 1 else ", ".join(values)
+
+
+def _query_fields(url: str) -> dict[str, list[str]]:
+    query = url.partition("?")[2].partition("#")[0]
+    fields: dict[str, list[str]] = {}
+    for item in query.split("&") if query else []:
+        name, _, value = item.partition("=")
+        fields.setdefault(name, []).append(value)
+    return fields
+
+
+def _query_parts(url: str, other: str) -> list[_Part]:
+    mine, theirs = _query_fields(url), _query_fields(other)
+    return [
+        _Part("query", name, _one(mine.get(name)), _one(theirs.get(name)))
+        for name in sorted(mine.keys() | theirs.keys())
+        if mine.get(name) != theirs.get(name)
+    ]
+
+
+def _header_parts(request: Headers, recorded: Headers) -> list[_Part]:
+    mine, theirs = _by_name(request), _by_name(recorded)
+    return [
+        _Part("header", name, _one(mine.get(name)), _one(theirs.get(name)))
+        for name in _differing_headers(request, recorded)
+    ]
+
+
+def _json(side: Compared) -> object:
+    """The parsed JSON body of one side (`_MISSING` when it is not JSON)."""
+    if not side.body or not _is_json(_content_type(side.headers)):
+        return _MISSING
+    try:
+        return orjson.loads(side.body)
+    except orjson.JSONDecodeError:
+        return _MISSING
+
+
+def _path_text(steps: tuple[str | int, ...]) -> str:
+    text = ""
+    for step in steps:
+        text += f"[{step}]" if isinstance(step, int) else f".{step}" if text else step
+    return text
+
+
+def _json_parts(mine: Compared, theirs: Compared) -> list[_Part] | None:
+    """The JSON paths two bodies differ at (None: not both JSON, too many, or the whole)."""
+    a, b = _json(mine), _json(theirs)
+    if a is _MISSING or b is _MISSING:
+        return None
+    parts: list[_Part] = []
+
+    def walk(x: object, y: object, steps: tuple[str | int, ...]) -> None:
+        if len(parts) > _HINT_PATHS:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for key in sorted(x.keys() | y.keys()):
+                walk(x.get(key, _MISSING), y.get(key, _MISSING), (*steps, key))
+        elif isinstance(x, list) and isinstance(y, list) and len(x) == len(y):
+            for index, (item, other) in enumerate(zip(x, y, strict=True)):
+                walk(item, other, (*steps, index))
+        elif x != y or type(x) is not type(y):
+            parts.append(_Part("json", _path_text(steps), x, y, steps))
+
+    walk(a, b, ())
+    if not parts or len(parts) > _HINT_PATHS or any(not p.steps for p in parts):
+        return None
+    return parts
+
+
+def _scalar(value: object) -> str | None:
+    """The text of a value a rule could ignore: a string or a number, not a structure."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _shape(text: str) -> str | None:
+    """What a value looks like, when that is something made anew on every run."""
+    if len(text) > 256:
+        return None
+    for what, pattern in _PER_RUN_SHAPES:
+        if re.fullmatch(pattern, text):
+            if what == "a token" and len(set(text)) < 10:
+                continue
+            return what
+    return None
+
+
+def _name_of(part: _Part) -> str:
+    if part.kind != "json":
+        return part.name
+    keys = [step for step in part.steps if isinstance(step, str)]
+    return keys[-1] if keys else ""
+
+
+def _expressible(part: _Part) -> bool:
+    """Whether a rule can name the part: a JSON path's keys must be plain."""
+    if part.kind != "json":
+        return bool(part.name)
+    return all(
+        isinstance(s, int) or (s and not any(c in s for c in ".[]*")) for s in part.steps
+    ) and isinstance(part.steps[0], str)
+
+
+def _in_force(part: _Part, rules: MatchRules) -> bool:
+    if part.kind == "query":
+        return part.name in rules.rules.ignore_query
+    if part.kind == "header":
+        return rules._ignored(part.name)
+    return any(str(path) == part.name for path in rules.rules.ignore_json)
+
+
+def _per_run(part: _Part, rules: MatchRules, sequence: _Siblings) -> str | None:
+    """Why `part` looks like a value made anew on every run (None: it does not, so the request
+    changed).  Both sides must hold it as a string or a number; what a request says (a message,
+    a prompt, the system text, a tool list, the whole body) never qualifies."""
+    name = _name_of(part).lower()
+    if name in _CONTENT_NAMES or not _expressible(part) or _in_force(part, rules):
+        return None
+    if part.kind != "json" and is_credential_header(name):
+        return None  # a credential is declared secret, never merely ignored
+    mine, theirs = _scalar(part.request), _scalar(part.recorded)
+    if mine is None or theirs is None:
+        return None
+    if part.kind == "query":
+        mine, theirs = unquote_plus(mine), unquote_plus(theirs)
+    shape = _shape(mine)
+    if shape is not None and _shape(theirs) is not None:
+        return shape
+    if any(c.isspace() for c in mine + theirs):
+        return None  # text
+    if name == "_" or re.sub(r"[_-]", "", name) in _PER_RUN_NAMES:
+        return "by its name"
+    if sequence.varies(part, mine):
+        return "it differs in every recorded exchange"
+    return None
+
+
+class _Siblings:
+    """The recorded exchanges of the request's endpoint, read (once) to see whether a part's
+    value changes from one call to the next."""
+
+    def __init__(self, rules: MatchRules, exchanges: Sequence[Exchange]) -> None:
+        self._rules = rules
+        self._exchanges = exchanges[:_HINT_SIBLINGS]
+        self._sides: list[tuple[Compared, object]] | None = None
+
+    def _read(self) -> list[tuple[Compared, object]]:
+        if self._sides is None:
+            rules = self._rules
+            self._sides = []
+            for exchange in self._exchanges:
+                side = compared(
+                    rules, exchange.method, exchange.url, exchange.headers, exchange.body
+                )
+                self._sides.append((side, _json(side)))
+        return self._sides
+
+    def varies(self, part: _Part, value: str) -> bool:
+        """Whether the recorded exchanges hold two or more values of `part`, all token-like and
+        none of them `value` (which must look like a token too)."""
+        if not re.fullmatch(_TOKEN_LIKE, value):
+            return False
+        seen: set[str] = set()
+        for side, parsed in self._read():
+            if part.kind == "query":
+                found = _one(_query_fields(side.url).get(part.name))
+            elif part.kind == "header":
+                found = _one(_by_name(side.ordinary).get(part.name))
+            else:
+                found = _at(parsed, part.steps)
+            text = _scalar(found)
+            if text is None:
+                continue
+            if part.kind == "query":
+                text = unquote_plus(text)
+            if not re.fullmatch(_TOKEN_LIKE, text):
+                return False
+            seen.add(text)
+        return len(seen) >= 2 and value not in seen
+
+
+def _at(value: object, steps: tuple[str | int, ...]) -> object:
+    for step in steps:
+        if isinstance(value, dict) and isinstance(step, str) and step in value:
+            value = value[step]
+            continue
+        if isinstance(value, list) and isinstance(step, int) and step < len(value):
+            value = value[step]
+            continue
+        return _MISSING
+    return value
+
+
+def _rule_text(parts: Iterable[_Part]) -> str:
+    """The `Rules(...)` that leaves `parts` out of matching."""
+    fields = []
+    chosen = list(parts)
+    for kind, option in (
+        ("query", "ignore_query"),
+        ("json", "ignore_json"),
+        ("header", "ignore_headers"),
+    ):
+        names = [f'"{p.name}"' for p in chosen if p.kind == kind]
+        if names:
+            fields.append(f"{option}=[{', '.join(names)}]")
+    return f"Rules({', '.join(fields)})"
 
 
 # Body similarity is computed for this many candidates at most, on at most this many lines (or
@@ -576,22 +851,34 @@ def _similarity(request: RequestData, exchange: Exchange) -> float:
 
 
 def explain_miss(
-    request: RequestData, exchanges: Sequence[Exchange], rules: MatchRules, limit: int = 3
+    request: RequestData,
+    exchanges: Sequence[Exchange],
+    rules: MatchRules,
+    limit: int = 3,
+    *,
+    advice: Advice | None = None,
 ) -> list[tuple[int, Exchange, list[str]]]:
     """The `limit` recorded exchanges closest to `request`: (index, exchange, differences).
 
     Exchanges with the request's method and path come first, ranked by how many parts differ
     (method, URL, each header, body), then by how similar their body is to the request's, then
-    by position in the cassette.
+    by position in the cassette.  The nearest one's differences end with what to do about them
+    (`hints`), the re-record command worded by `advice`.
     """
     key = rules.key_of_request(request)
-    scored = sorted(
-        (*_distance(key, rules.key_of_exchange(exchange)), index)
-        for index, exchange in enumerate(exchanges)
-    )[:_SIMILARITY_CANDIDATES]
+    keys = [rules.key_of_exchange(exchange) for exchange in exchanges]
+    scored = sorted((*_distance(key, other), index) for index, other in enumerate(keys))[
+        :_SIMILARITY_CANDIDATES
+    ]
     ranked = sorted(
         scored, key=lambda s: (s[0], s[1], -_similarity(request, exchanges[s[2]]), s[2])
     )
-    return [
-        (i, exchanges[i], differences(request, exchanges[i], rules)) for _, _, i in ranked[:limit]
-    ]
+    out = []
+    for position, (_, _, i) in enumerate(ranked[:limit]):
+        endpoint = (keys[i][0], _base(keys[i][1]))
+        siblings = [
+            e for e, k in zip(exchanges, keys, strict=True) if (k[0], _base(k[1])) == endpoint
+        ]
+        found = differences(request, exchanges[i], rules, advice, siblings, hinted=position == 0)
+        out.append((i, exchanges[i], found))
+    return out

@@ -255,7 +255,9 @@ class CassetteSession:
                 f"played in this run, and allow_repeats=False; {advice.allow_repeats()}"
             )
         else:
-            for index, exchange, diffs in explain_miss(request, self.exchanges, rules):
+            for index, exchange, diffs in explain_miss(
+                request, self.exchanges, rules, advice=advice
+            ):
                 text = f"#{index + 1} {exchange.method} {exchange.url}"
                 nearest.append("\n      ".join([text, *diffs]))
             if nearest:

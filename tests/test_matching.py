@@ -12,7 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sakura_http import DEFAULT_SECRET_QUERY_PARAMS, RecordingTransport, Rules, Scrub, canonical_url
+from sakura_http import (
+    DEFAULT_SECRET_QUERY_PARAMS,
+    Advice,
+    RecordingTransport,
+    Rules,
+    Scrub,
+    canonical_url,
+)
 from sakura_http._format import Exchange
 from sakura_http._libraries import _request_headers, _url_view, library_of
 from sakura_http._matching import (
@@ -22,6 +29,7 @@ from sakura_http._matching import (
     _canonical_url,
     explain_miss,
 )
+from sakura_http.pytest_plugin import PytestAdvice
 
 
 @pytest.mark.parametrize(
@@ -278,3 +286,156 @@ def test_a_header_scrubbed_by_a_regex_is_never_shown_as_a_difference() -> None:
     assert "x-user" not in text
     assert "grace@mail.example" not in text
     assert '"q": "bob"' in text
+
+
+# --- hints: a rule only for what looks like a per-run value --------------------------------
+
+
+def hint(
+    recorded: list[Exchange],
+    live: RequestData,
+    rules: MatchRules = RULES,
+    advice: Advice | None = None,
+) -> str:
+    """The lines of a miss that are not a difference: what to do about it."""
+    advice = PytestAdvice() if advice is None else advice
+    explanation = explain_miss(live, recorded, rules, advice=advice)
+    lines = explanation[0][2]
+    return "\n".join(line for line in lines if not line.startswith((" ", "body differs")))
+
+
+UUID_A, UUID_B = "0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+
+@pytest.mark.parametrize(
+    ("was", "now", "looks"),
+    [
+        (UUID_A, UUID_B, "a UUID"),
+        ("toolu_01A09q90qw90lq917835lq9", "toolu_01T1x1fJ34qAmk2tNTrN7Up6", "an id"),
+        ("call_8hVh4kD3ZsXb1Q9L2mN0pA", "call_Qm2Lp9aZ7yX4cV1bN8sD3fG", "an id"),
+        ("req_011CQ2z4JjPK7wEh2Qz1Xy9A", "req_011CQ5BXUhJ9Ye1TnBm6kYzL", "an id"),
+        ("msg_01XFDUDYJgAACzvnptvVoYEL", "msg_01AbCdEfGhIjKlMnOpQrStUv", "an id"),
+        ("9f86d081884c7d659a2feaa0c55ad015", "a3b1c2d4e5f60718293a4b5c6d7e8f90", "a hex value"),
+        ("dGhpcyBpcyBhIG5vbmNlIDEyMzQ1Njc4OTA=", "YW5vdGhlciBub25jZSAwOTg3NjU0MzIx", "a token"),
+        (1700000000, 1800000123, "a timestamp"),
+        (1700000000123, 1800000000456, "a timestamp"),
+        ("2024-05-01T10:00:00Z", "2026-11-30T12:34:56.789+01:00", "a timestamp"),
+        ("2024-05-01", "2026-11-30", "a date"),
+        ("Mon, 30 Nov 2026 12:00:00 GMT", "Tue, 01 Dec 2026 08:00:00 GMT", "a date"),
+    ],
+    ids=[
+        "uuid", "toolu", "call", "req", "msg", "hex", "base64", "epoch", "epoch-ms", "iso", "date",
+        "http-date",
+    ],
+)  # fmt: skip
+def test_a_per_run_value_gets_the_rule_that_ignores_it(
+    was: object, now: object, looks: str
+) -> None:
+    text = hint([post(message(metadata={"run": was}))], request(message(metadata={"run": now})))
+    assert f"only `metadata.run` differs, and it looks like a per-run value ({looks}); " in text
+    assert 'ignore it with Rules(ignore_json=["metadata.run"])' in text
+    assert "--record-all" not in text
+
+
+@pytest.mark.parametrize(
+    ("recorded", "sent", "named"),
+    [
+        # A changed prompt, system text, setting, model or tool list is the request changing.
+        (message(messages=[CHAT[0]]), message(messages=[CHAT[1]]), "`messages[0].content`"),
+        (message(system="Be brief."), message(system="Be very brief."), "`system`"),
+        (message(max_tokens=64), message(max_tokens=1024), "`max_tokens`"),
+        (message(model="m-1"), message(model="m-2"), "`model`"),
+        (message(tools=[{"name": "a"}]), message(tools=[{"name": "a"}, {"name": "b"}]), "`tools`"),
+        (message(metadata={"user_id": "u1"}), message(metadata={"user_id": "u2"}), "`metadata"),
+        # The second turn of a tool loop: the conversation grew.
+        (message(messages=CHAT[:1]), message(messages=CHAT[:3]), "`messages`"),
+        # Even an id-shaped prompt is a prompt.
+        (message(prompt=UUID_A), message(prompt=UUID_B), "`prompt`"),
+    ],
+    ids=["prompt", "system", "setting", "model", "tools", "user-id", "tool-loop", "prompt-id"],
+)
+def test_a_changed_request_is_never_told_to_ignore_it(
+    recorded: bytes, sent: bytes, named: str
+) -> None:
+    text = hint([post(recorded)], request(sent))
+    assert "Rules(" not in text and "ignore" not in text
+    assert f"the request changed: {named}" in text
+    assert "re-record with `pytest --record-all`" in text
+
+
+def test_the_re_record_command_is_the_front_ends() -> None:
+    recorded, live = [post(message(max_tokens=64))], request(message(max_tokens=1024))
+    assert 're-record with mode="all"' in hint(recorded, live, advice=Advice())
+
+
+def test_a_whole_body_that_changed_is_named_and_never_ignored() -> None:
+    text_headers = (("content-type", "text/plain"),)
+    recorded = [post(b"hello there", text_headers)]
+    text = hint(recorded, request(b"hello world", text_headers))
+    assert "the request changed: the body" in text
+    assert "ignore" not in text
+
+
+def test_query_parameters_follow_the_same_rule() -> None:
+    url = "https://api.example.test/v1/items"
+
+    def get(query: str) -> RequestData:
+        return RequestData("GET", f"{url}?{query}", (), b"", "api.example.test", 443)
+
+    changed = hint([Exchange("GET", f"{url}?q=ada")], get("q=bob"))
+    assert "the request changed: query parameter `q`" in changed
+    assert "ignore_query" not in changed
+    nonce = hint(
+        [Exchange("GET", f"{url}?q=ada&n=9f86d081884c7d65")], get("q=ada&n=a3b1c2d4e5f60718")
+    )
+    assert 'ignore it with Rules(ignore_query=["n"])' in nonce
+    # A parameter named as a timestamp or nonce is one, whatever its value looks like.
+    stamp = hint([Exchange("GET", f"{url}?q=ada&ts=1")], get("q=ada&ts=2"))
+    assert 'ignore it with Rules(ignore_query=["ts"])' in stamp
+
+
+def test_headers_follow_the_same_rule() -> None:
+    recorded = [post(message(), (*JSON, ("x-trace-ref", UUID_A), ("x-tenant", "blue")))]
+    text = hint(
+        recorded, request(message(), (*JSON, ("x-trace-ref", UUID_B), ("x-tenant", "green")))
+    )
+    assert "header `x-trace-ref` looks like a per-run value (a UUID)" in text
+    assert 'Rules(ignore_headers=["x-trace-ref"])' in text
+    assert "the request changed: header `x-tenant`" in text
+
+
+def test_a_value_new_in_every_recorded_exchange_is_per_run() -> None:
+    # Short tokens are not shaped like ids, but the recording shows them changing on every call.
+    recorded = [post(message(session={"seq": token})) for token in ("k3v9x1", "p2m8z4")]
+    text = hint(recorded, request(message(session={"seq": "q7w1e5"})))
+    assert "differs in every recorded exchange" in text
+    assert 'Rules(ignore_json=["session.seq"])' in text
+
+
+def test_pages_are_not_per_run_values() -> None:
+    url = "https://api.example.test/v1/items"
+    recorded = [Exchange("GET", f"{url}?page={n}") for n in (1, 2)]
+    text = hint(recorded, RequestData("GET", f"{url}?page=3", (), b"", "api.example.test", 443))
+    assert "ignore" not in text
+    assert "the request changed: query parameter `page`" in text
+
+
+# --- the API version header ----------------------------------------------------------------
+
+
+def test_a_changed_api_version_names_the_sdk_upgrade() -> None:
+    was = (*JSON, ("anthropic-version", "2023-06-01"))
+    text = hint(
+        [post(message(), was)], request(message(), (*JSON, ("anthropic-version", "2026-10-21")))
+    )
+    assert "it is the API version the Anthropic SDK asks for" in text
+    assert 'default_headers={"anthropic-version": "2023-06-01"}' in text
+
+
+def test_a_recording_without_the_version_header_says_so() -> None:
+    text = hint([post(message())], request(message(), (*JSON, ("anthropic-version", "2023-06-01"))))
+    assert "the cassette was recorded without anthropic-version" in text
+    assert "(filtered out, or converted from another tool)" in text
+    assert "default_headers" not in text
+    assert "SDK upgrade" not in text
+    assert "re-record with `pytest --record-all`" in text

@@ -401,18 +401,22 @@ def test_a_miss_names_the_query_rule_to_add(tmp_path: Path) -> None:
         {"method": "GET", "url": URL + "?q=ada&ts=1"},
         {"method": "GET", "url": URL + "?q=ada&ts=2"},
     )
-    assert 'only query parameter `ts` differs; if it changes on every run, ignore it with ' \
-        'Rules(ignore_query=["ts"])' in message  # fmt: skip
+    assert (
+        "only query parameter `ts` differs, and it looks like a per-run value (by its name); if "
+        'it changes on every run, ignore it with Rules(ignore_query=["ts"])'
+    ) in message
 
 
 def test_a_miss_names_the_json_rule_to_add(tmp_path: Path) -> None:
     message = _miss(
         tmp_path,
-        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"user_id": "u1"}}},
-        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"user_id": "u2"}}},
+        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"run": "run_7Hq2x9Lm"}}},
+        {"method": "POST", "url": URL, "json": {"q": "ada", "metadata": {"run": "run_3Zt8w1Nb"}}},
     )
-    assert 'only `metadata.user_id` differs; if it changes on every run, ignore it with ' \
-        'Rules(ignore_json=["metadata.user_id"])' in message  # fmt: skip
+    assert (
+        "only `metadata.run` differs, and it looks like a per-run value (an id); if it changes "
+        'on every run, ignore it with Rules(ignore_json=["metadata.run"])'
+    ) in message
 
 
 def test_a_miss_after_rules_reports_what_still_differs(tmp_path: Path) -> None:

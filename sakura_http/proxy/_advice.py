@@ -21,8 +21,11 @@ class CommandAdvice(Advice):
     def record_missing(self) -> str:
         return (
             "to record it, restart the proxy with `--mode new_episodes`; if the request "
-            "changed on purpose, re-record with `--mode all`"
+            f"changed on purpose, re-record with {self.rerecord()}"
         )
+
+    def rerecord(self) -> str:
+        return "`--mode all`"
 
     def declare_secret(self, header: str) -> str:
         return f"restart the proxy with `--secret-header {header}`"
@@ -46,8 +49,11 @@ class ServeAdvice(Advice):
         return (
             'to record it, pass mode="new_episodes" to serve() (or run `sakura-http proxy` '
             "with `--mode new_episodes`); if the request changed on purpose, re-record with "
-            'mode="all"'
+            f"{self.rerecord()}"
         )
+
+    def rerecord(self) -> str:
+        return 'mode="all"'
 
     def declare_secret(self, header: str) -> str:
         return f'serve(..., secret_headers=["{header}"])'

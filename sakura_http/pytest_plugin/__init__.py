@@ -89,8 +89,11 @@ class PytestAdvice(Advice):
     def record_missing(self) -> str:
         return (
             "to record it, run `pytest --record` (mode new_episodes); if the request changed "
-            "on purpose, re-record with `pytest --record-all`"
+            f"on purpose, re-record with {self.rerecord()}"
         )
+
+    def rerecord(self) -> str:
+        return "`pytest --record-all`"
 
     def declare_secret(self, header: str) -> str:
         return (
