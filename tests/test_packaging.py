@@ -47,10 +47,24 @@ def test_every_extra_floor_is_the_one_the_suite_tests() -> None:
             assert requirement == tested[package], (name, requirement)
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ids of the nodes under ``if TYPE_CHECKING:``: imported by the type checker alone."""
+    hidden: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            hidden |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
+    return hidden
+
+
 def _imported_top_level_modules() -> set[str]:
+    """What the package imports at run time (not what only the type checker reads)."""
     found: set[str] = set()
     for path in (ROOT / "sakura_http").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        hidden = _type_checking_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in hidden:
+                continue
             if isinstance(node, ast.Import):
                 found |= {alias.name.split(".")[0] for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
