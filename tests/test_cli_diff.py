@@ -3,13 +3,18 @@ and JSON output, exit codes."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sakura_http._format import CassetteContent, Exchange, FaultInfo
-from sakura_http.cli._diff import diff_cassettes
+from sakura_http.cli._diff import diff_cassettes, unified_diff
 from tests.cli_support import (
     JSON,
     assert_one_line_error,
@@ -360,3 +365,101 @@ def test_a_multipart_boundary_outside_latin_1_neither_crashes_loading_nor_diff(
         assert transport.unplayed() == [upload]
     code, out = _diff(tmp_path, capsys, [upload], [upload])
     assert (code, out) == (0, "no differences (0 added, 0 removed, 0 changed, 1 unchanged)\n")
+
+
+# --- large cassettes: a diff that stays near-linear ----------------------------------------------
+
+
+def _apply(old: list[str], diff: list[str]) -> list[str]:
+    """`old` with a unified diff applied, checking every context and removed line against it."""
+    assert diff[:2] == ["--- old", "+++ new"]
+    out: list[str] = []
+    at = 0
+    for line in diff[2:]:
+        hunk = re.fullmatch(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", line)
+        if hunk is not None:
+            start, length = int(hunk[1]), int(hunk[2] or 1)
+            begin = start - 1 if length else start  # an empty range names the line before it
+            assert begin >= at, line
+            out += old[at:begin]
+            at = begin
+            continue
+        mark, text = line[0], line[1:]
+        if mark in " -":
+            assert old[at] == text, (at, line)
+            at += 1
+        if mark in " +":
+            out.append(text)
+    return out + old[at:]
+
+
+def _pretty_lines(body: bytes) -> list[str]:
+    return json.dumps(json.loads(body), indent=2, sort_keys=True).splitlines()
+
+
+@settings(max_examples=300)
+@given(
+    old=st.lists(st.sampled_from("abcdefgh"), max_size=40),
+    new=st.lists(st.sampled_from("abcdefghij"), max_size=40),
+)
+def test_the_line_diff_turns_old_into_new(old: list[str], new: list[str]) -> None:
+    # Both ways: difflib's (small inputs) and the anchored one (large inputs).
+    # (`sakura_http.cli._diff` as an attribute is the command's handler, hence the import.)
+    with mock.patch.object(importlib.import_module("sakura_http.cli._diff"), "_SMALL", 0):
+        anchored = unified_diff(old, new)
+    for diff in (unified_diff(old, new), anchored):
+        assert (diff == []) == (old == new)
+        if diff:
+            assert _apply(old, diff) == new
+            # One line of context: no hunk starts or ends with two unchanged lines.
+            hunks = re.split(r"@@ [^@]* @@\n?", "\n".join(diff[2:]))[1:]
+            for hunk in hunks:
+                marks = [line[0] for line in hunk.splitlines()]
+                assert marks[:2] != [" ", " "] and marks[-2:] != [" ", " "], hunk
+
+
+def test_the_line_diff_of_small_inputs_is_difflib_s() -> None:
+    # Small bodies keep the exact output they had (and docs/cli.md shows).
+    import difflib
+
+    old = ["{", '  "a": 1,', '  "b": [', "    1,", "    2", "  ]", "}"]
+    new = ["{", '  "a": 2,', '  "b": [', "    1,", "    2,", "    3", "  ]", "}"]
+    expected = list(difflib.unified_diff(old, new, "old", "new", n=1, lineterm=""))
+    assert unified_diff(old, new) == expected
+
+
+def _rows(count: int, changed: dict[int, int]) -> bytes:
+    # Values from a small vocabulary repeat thousands of times: the shape that made difflib
+    # quadratic (a 3.9 MB cassette took two minutes).
+    return json.dumps(
+        {
+            "rows": [
+                {"name": f"row-{i % 300}", "value": changed.get(i, i % 250)} for i in range(count)
+            ]
+        }
+    ).encode()
+
+
+def test_two_4_mb_cassettes_diff_correctly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    count = 110_000  # about 4 MB a cassette
+    edits = {i: 1000 + i for i in range(5_000, count, 9_000)}  # 12 rows changed
+    old_body, new_body = _rows(count, {}), _rows(count, edits)
+    old = [items(response_body=old_body), message(), outage()]
+    new = [items(response_body=new_body), outage(), items(id="new-one")]
+    old_path = write_cassette(tmp_path / "old.jsonl", old)
+    new_path = write_cassette(tmp_path / "new.jsonl", new)
+    assert old_path.stat().st_size > 4_000_000
+    result = run(capsys, "diff", "--json", old_path, new_path)
+    assert (result.code, result.err) == (1, "")
+    data = json.loads(result.out)
+    assert [ref["index"] for ref in data["removed"]] == [2]
+    assert [ref["id"] for ref in data["added"]] == ["new-one"]
+    ((body,),) = [changed["changes"] for changed in data["changed"]]
+    assert (body["field"], body["old"]) == ("response_body", len(old_body))
+    assert body["new"] == len(new_body)
+    old_lines, new_lines = _pretty_lines(old_body), _pretty_lines(new_body)
+    assert _apply(old_lines, body["diff"]) == new_lines
+    removed = [line for line in body["diff"] if line.startswith("-") and line != "--- old"]
+    assert removed == [f'-      "value": {i % 250}' for i in sorted(edits)]

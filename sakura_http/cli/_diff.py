@@ -18,14 +18,16 @@ module does no I/O.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections import Counter, deque
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from typing import Any
 
 from .._format import CassetteContent, Exchange, Headers
-from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, body_diff, normalized_body
+from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, normalized_body, pretty_body
 from .._policy import CREDENTIAL_HEADERS, shown_header_value
 
 __all__ = [
@@ -35,6 +37,7 @@ __all__ = [
     "ExchangeRef",
     "diff_cassettes",
     "diff_exchanges",
+    "unified_diff",
 ]
 
 #: The rules replay uses by default: pairing by match key mirrors what replay would find.
@@ -195,6 +198,201 @@ def _digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()[:12]
 
 
+# --- the line diff ------------------------------------------------------------------------------
+#
+# difflib's SequenceMatcher looks for the longest matching run in the whole of what is left
+# at every step: on a pretty-printed JSON body of many similar records (values that repeat
+# thousands of times, but under its 1% "popular" cut-off) that is quadratic, and two 3.9 MB
+# cassettes took two minutes.  Large inputs are diffed by anchors instead, as
+# `git diff --patience` and `--histogram` do: the common head and tail are matched first;
+# then lines that occur as often on each side, the rarest such (a line that occurs once on
+# each side where there is one), are paired in order and the longest run of pairs in the same
+# order on both sides (a longest increasing subsequence) anchors the diff; the gaps between
+# anchors are diffed the same way.  Each step is linear in what it looks at (n log n for the
+# subsequence), and the steps together look at each line a few times in the usual case; a
+# budget of looks stops anchoring past 32 a line, whatever the input.  A gap with nothing to
+# anchor on is left to difflib when it is small, and shown as removed and added lines
+# otherwise.  Inputs of up to _SMALL lines keep difflib's own diff, as they always had it.
+
+_SMALL = 2_000  # lines a side: difflib's diff, exactly
+_SMALL_GAP = 64  # lines on both sides of a gap together: difflib refines it
+_LOOKS_PER_LINE = 32
+_CONTEXT = 1
+
+
+def _anchors(
+    a: Sequence[str], alo: int, ahi: int, b: Sequence[str], blo: int, bhi: int
+) -> list[tuple[int, int]]:
+    """Lines of a[alo:ahi] paired with equal lines of b[blo:bhi] to anchor the diff, as (i, j),
+    in order on both sides.
+
+    The lines taken are those that occur as often on each side, and of them the rarest: lines
+    that occur once (the patience diff's) where there are any.  The k-th occurrence in `a` is
+    paired with the k-th in `b`, and of the pairs the longest run in the same order on both
+    sides is kept.
+    """
+    in_a = Counter(a[alo:ahi])
+    in_b = Counter(b[blo:bhi])
+    counts = [n for line, n in in_a.items() if in_b[line] == n]
+    if not counts:
+        return []
+    rarest = min(counts)
+    chosen = {line for line, n in in_a.items() if n == rarest and in_b[line] == n}
+    where_b: dict[str, list[int]] = {}
+    for j in range(blo, bhi):
+        if b[j] in chosen:
+            where_b.setdefault(b[j], []).append(j)
+    seen: Counter[str] = Counter()
+    pairs: list[tuple[int, int]] = []
+    for i in range(alo, ahi):
+        line = a[i]
+        if line in chosen:
+            pairs.append((i, where_b[line][seen[line]]))
+            seen[line] += 1
+    # Longest increasing subsequence of the j's (patience sorting): tails[k] is the index in
+    # `pairs` of the smallest last j of an increasing run of length k + 1.
+    tails: list[int] = []
+    tail_js: list[int] = []
+    before: list[int] = []
+    for index, (_, j) in enumerate(pairs):
+        k = bisect.bisect_left(tail_js, j)
+        before.append(tails[k - 1] if k else -1)
+        if k == len(tails):
+            tails.append(index)
+            tail_js.append(j)
+        else:
+            tails[k] = index
+            tail_js[k] = j
+    run: list[tuple[int, int]] = []
+    index = tails[-1] if tails else -1
+    while index >= 0:
+        run.append(pairs[index])
+        index = before[index]
+    return run[::-1]
+
+
+def _matching_blocks(a: Sequence[str], b: Sequence[str]) -> list[tuple[int, int, int]]:
+    """The runs of equal lines (i, j, size) shared by `a` and `b` in order, ending with the
+    sentinel (len(a), len(b), 0), as `difflib.SequenceMatcher.get_matching_blocks` gives."""
+    if len(a) <= _SMALL and len(b) <= _SMALL:
+        return [(m.a, m.b, m.size) for m in SequenceMatcher(None, a, b).get_matching_blocks()]
+    blocks: list[tuple[int, int, int]] = []
+    todo = [(0, len(a), 0, len(b))]
+    looks = _LOOKS_PER_LINE * (len(a) + len(b))
+    while todo:
+        alo, ahi, blo, bhi = todo.pop()
+        head = 0
+        while alo + head < ahi and blo + head < bhi and a[alo + head] == b[blo + head]:
+            head += 1
+        if head:
+            blocks.append((alo, blo, head))
+            alo, blo = alo + head, blo + head
+        tail = 0
+        while alo < ahi - tail and blo < bhi - tail and a[ahi - tail - 1] == b[bhi - tail - 1]:
+            tail += 1
+        if tail:
+            ahi, bhi = ahi - tail, bhi - tail
+            blocks.append((ahi, bhi, tail))
+        if alo == ahi or blo == bhi:
+            continue
+        looks -= (ahi - alo) + (bhi - blo)
+        anchors = _anchors(a, alo, ahi, b, blo, bhi) if looks > 0 else []
+        if not anchors:
+            if (ahi - alo) + (bhi - blo) <= _SMALL_GAP:
+                matcher = SequenceMatcher(None, a[alo:ahi], b[blo:bhi], autojunk=False)
+                blocks += [(alo + i, blo + j, n) for i, j, n in matcher.get_matching_blocks() if n]
+            continue
+        for i, j in anchors:
+            blocks.append((i, j, 1))
+            todo.append((alo, i, blo, j))
+            alo, blo = i + 1, j + 1
+        todo.append((alo, ahi, blo, bhi))
+    blocks.sort()
+    merged: list[tuple[int, int, int]] = []
+    for i, j, n in blocks:
+        if merged and merged[-1][0] + merged[-1][2] == i and merged[-1][1] + merged[-1][2] == j:
+            merged[-1] = (merged[-1][0], merged[-1][1], merged[-1][2] + n)
+        else:
+            merged.append((i, j, n))
+    return [*merged, (len(a), len(b), 0)]
+
+
+def _opcodes(a: Sequence[str], b: Sequence[str]) -> list[tuple[str, int, int, int, int]]:
+    """`SequenceMatcher.get_opcodes()` for `_matching_blocks`."""
+    codes: list[tuple[str, int, int, int, int]] = []
+    i = j = 0
+    for ai, bj, size in _matching_blocks(a, b):
+        tag = "replace" if i < ai and j < bj else "delete" if i < ai else "insert" if j < bj else ""
+        if tag:
+            codes.append((tag, i, ai, j, bj))
+        if size:
+            codes.append(("equal", ai, ai + size, bj, bj + size))
+        i, j = ai + size, bj + size
+    return codes
+
+
+def _hunks(
+    codes: list[tuple[str, int, int, int, int]], n: int
+) -> Iterator[list[tuple[str, int, int, int, int]]]:
+    """`SequenceMatcher.get_grouped_opcodes(n)`: the changes with `n` lines of context, one
+    list per hunk."""
+    if not codes:
+        return
+    tag, i1, i2, j1, j2 = codes[0]
+    if tag == "equal":
+        codes[0] = (tag, max(i1, i2 - n), i2, max(j1, j2 - n), j2)
+    tag, i1, i2, j1, j2 = codes[-1]
+    if tag == "equal":
+        codes[-1] = (tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n))
+    group: list[tuple[str, int, int, int, int]] = []
+    for tag, i1, i2, j1, j2 in codes:
+        if tag == "equal" and i2 - i1 > 2 * n:
+            group.append((tag, i1, min(i2, i1 + n), j1, min(j2, j1 + n)))
+            yield group
+            group = []
+            i1, j1 = max(i1, i2 - n), max(j1, j2 - n)
+        group.append((tag, i1, i2, j1, j2))
+    if group and not (len(group) == 1 and group[0][0] == "equal"):
+        yield group
+
+
+def _range(start: int, stop: int) -> str:
+    length = stop - start
+    if length == 1:
+        return str(start + 1)
+    return f"{start if not length else start + 1},{length}"
+
+
+def unified_diff(old: Sequence[str], new: Sequence[str]) -> list[str]:
+    """The lines of a unified diff (`--- old`, `+++ new`, one line of context) of two lists of
+    lines; empty when they are equal.  The same as `difflib.unified_diff(old, new, "old",
+    "new", n=1, lineterm="")` for inputs of up to 2,000 lines; near-linear time for larger
+    ones (see the comment above)."""
+    out: list[str] = []
+    for group in _hunks(_opcodes(old, new), _CONTEXT):
+        if not out:
+            out += ["--- old", "+++ new"]
+        first, last = group[0], group[-1]
+        out.append(f"@@ -{_range(first[1], last[2])} +{_range(first[3], last[4])} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += [" " + line for line in old[i1:i2]]
+                continue
+            out += ["-" + line for line in old[i1:i2]]
+            out += ["+" + line for line in new[j1:j2]]
+    return out
+
+
+def _body_diff(old_headers: Headers, old: bytes, new_headers: Headers, new: bytes) -> list[str]:
+    lines = unified_diff(pretty_body(old_headers, old), pretty_body(new_headers, new))
+    if len(lines) > _BODY_DIFF_LINES:
+        lines = [
+            *lines[:_BODY_DIFF_LINES],
+            f"... ({len(lines) - _BODY_DIFF_LINES} more diff lines)",
+        ]
+    return lines
+
+
 def _body_change(
     field_name: str, old_headers: Headers, old: bytes, new_headers: Headers, new: bytes
 ) -> Change | None:
@@ -203,9 +401,7 @@ def _body_change(
     if normalized_body(old_headers, old) == normalized_body(new_headers, new):
         lines: list[str] = ["same JSON value: only key order or whitespace differs"]
     elif _is_text(old) and _is_text(new):
-        lines = body_diff(
-            new_headers, new, old_headers, old, lines=_BODY_DIFF_LINES, labels=("old", "new")
-        )
+        lines = _body_diff(old_headers, old, new_headers, new)
     else:
         lines = [
             f"binary body: {len(old):,} -> {len(new):,} bytes "
@@ -295,13 +491,13 @@ def diff_cassettes(
         else:
             pairs.append((old_ref, new_ref, "match key" if new_ref.exchange.id is None else "id"))
     # What is left: the same method and URL, in order, is the same call with a changed request.
-    left: dict[tuple[str, str], list[ExchangeRef]] = {}
+    left: dict[tuple[str, str], deque[ExchangeRef]] = {}
     for ref in sorted(old_by_identity.values(), key=lambda ref: ref.index):
-        left.setdefault((ref.exchange.method.upper(), ref.exchange.url), []).append(ref)
+        left.setdefault((ref.exchange.method.upper(), ref.exchange.url), deque()).append(ref)
     for new_ref in unpaired:
         candidates = left.get((new_ref.exchange.method.upper(), new_ref.exchange.url))
         if candidates:
-            pairs.append((candidates.pop(0), new_ref, "method and url"))
+            pairs.append((candidates.popleft(), new_ref, "method and url"))
         else:
             result.added.append(new_ref)
     for old_ref, new_ref, pairing in sorted(pairs, key=lambda pair: pair[1].index):
