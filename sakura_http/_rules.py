@@ -21,7 +21,7 @@ The caller always receives the live, unscrubbed response.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, AnyStr
 
@@ -40,6 +40,8 @@ __all__ = [
     "apply_hook",
     "scrub_chunked",
     "scrub_suggestions",
+    "scrub_written",
+    "with_notes",
 ]
 
 SCRUBBED = "<scrubbed>"
@@ -310,17 +312,10 @@ class Rules(Value):
         return self.scrub_text(url)
 
     def scrub_body(self, headers: Headers, body: bytes) -> bytes:
-        paths = [(p, s.replacement) for s in self.scrub if s.kind == "json" for p in s.paths]
-        if paths and body and _is_json(headers):
-            try:
-                value = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                pass
-            else:
-                for path, replacement in paths:
-                    value = path.set(value, replacement)
-                body = orjson.dumps(value)
-        return _scrub_bytes(self._regexes(), body)
+        """`body` as written (see `scrub_written`, which also gives the notes)."""
+        if not self.scrub:
+            return body
+        return scrub_written(self, headers, body, part="body")[0]
 
     def scrub_request_headers(self, headers: Headers) -> Headers:
         if not self._regexes():
@@ -436,58 +431,74 @@ def _bytes_pattern(step: Scrub) -> re.Pattern[bytes]:
     return re.compile(step.pattern.pattern.encode("utf-8"), step.pattern.flags & ~re.UNICODE)
 
 
-def _scrub_bytes(steps: Sequence[Scrub], body: bytes) -> bytes:
-    for step in steps:
-        replacement = step.replacement.encode("utf-8")
-        body = _bytes_pattern(step).sub(_literal(replacement), body)
-    return body
-
-
 def scrub_chunked(
     rules: Rules, headers: Headers, body: bytes, chunks: tuple[int, ...]
 ) -> tuple[bytes, tuple[int, ...]]:
-    """Scrub a response body and keep its chunk boundaries where they still apply.
+    """A response body as written and its chunk sizes: `scrub_written` without the notes."""
+    written, sizes, _ = scrub_written(rules, headers, body, chunks)
+    return written, sizes
 
-    Regex scrubs run over the whole body, so a value split across chunks is caught; a boundary
-    inside a replaced span moves to its end, later ones shift by the change in length.  A JSON
-    scrub re-serializes the body, which then replays as one chunk.
+
+def scrub_written(
+    rules: Rules,
+    headers: Headers,
+    body: bytes,
+    chunks: tuple[int, ...] = (),
+    *,
+    truncated: bool = False,
+    part: str = "response body",
+) -> tuple[bytes, tuple[int, ...], tuple[str, ...]]:
+    """`body` as written under the scrubs of `rules`, its chunk sizes, and notes saying what
+    was cut from it (for the exchange's ``notes``; each begins with `part`).
+
+    A JSON scrub reaches whatever Python's `json` parses, whatever the content type says (a
+    BOM, UTF-16, ``NaN`` and big numbers included), and each line of a stream (NDJSON, or the
+    ``data:`` lines of server-sent events).  A body or line that names a scrubbed key but does
+    not parse is cut where the key could begin, and nothing after it is written.  Regex scrubs
+    run over the whole body, so a value split across chunks is caught; with `truncated` (the
+    caller closed the stream early) the body is also cut where a match could begin.  A boundary
+    inside a replaced span moves to its end, later ones shift by the change in length; a JSON
+    body re-serialized whole replays as one chunk.
     """
     regexes = rules._regexes()
-    json_steps = [s for s in rules.scrub if s.kind == "json"]
-    if json_steps and body and _is_json(headers):
-        scrubbed = rules.scrub_body(headers, body)
-        return scrubbed, ((len(scrubbed),) if scrubbed else ())
-    if not regexes:
-        return body, chunks
+    paths = [(p, s.replacement) for s in rules.scrub if s.kind == "json" for p in s.paths]
+    if not body or not (paths or regexes):
+        return body, chunks, ()
     boundaries: list[int] = []
-    position = 0
     for size in chunks:
-        position += size
-        boundaries.append(position)
+        boundaries.append((boundaries[-1] if boundaries else 0) + size)
+    notes: list[str] = []
+    if paths:
+        whole = _scrub_json_body(paths, headers, body)
+        if whole is not None:
+            body, boundaries = whole, [len(whole)]
+        else:
+            spans, cut = _scrub_json_lines(paths, body, truncated)
+            if cut is not None:
+                at, key = cut
+                how = "is truncated and does not parse" if truncated else "is not JSON that parses"
+                notes.append(
+                    f"{part}: cut at byte {at} of {len(body)}: it {how}, and `{key}` of "
+                    "Scrub.json could begin there"
+                )
+                spans.append((at, len(body), b""))
+            body, boundaries = _edit(body, boundaries, spans)
     for step in regexes:
-        pattern = _bytes_pattern(step)
         replacement = step.replacement.encode("utf-8")
-        pieces: list[bytes] = []
-        moved: list[int] = []
-        last = 0
-        spans = [m.span() for m in pattern.finditer(body)]
-        if not spans:
-            continue
-        for start, end in spans:
-            pieces += [body[last:start], replacement]
-            last = end
-        pieces.append(body[last:])
-        for boundary in boundaries:
-            shift = 0
-            for start, end in spans:
-                if boundary <= start:
-                    break
-                if boundary < end:  # inside a replaced span: move to its end
-                    boundary = end
-                shift += len(replacement) - (end - start)
-            moved.append(boundary + shift)
-        body = b"".join(pieces)
-        boundaries = moved
+        spans = [(*m.span(), replacement) for m in _bytes_pattern(step).finditer(body)]
+        body, boundaries = _edit(body, boundaries, spans)
+    if truncated and regexes and body:
+        from ._partial_match import partial_start  # only a stream closed early needs it
+
+        starts = [(partial_start(_bytes_pattern(step), body), step) for step in regexes]
+        found = [(at, step) for at, step in starts if at is not None]
+        if found:
+            at, step = min(found, key=lambda f: f[0])
+            notes.append(
+                f"{part}: cut at byte {at} of {len(body)}: it is truncated where a match of "
+                f"{step!r} could begin"
+            )
+            body, boundaries = _edit(body, boundaries, [(at, len(body), b"")])
     sizes: list[int] = []
     previous = 0
     for boundary in boundaries:
@@ -496,7 +507,234 @@ def scrub_chunked(
             previous = boundary
     if previous < len(body):
         sizes.append(len(body) - previous)
-    return body, tuple(sizes)
+    return body, tuple(sizes), tuple(notes)
+
+
+def with_notes(extra: Mapping[str, Any], notes: Iterable[str]) -> dict[str, Any]:
+    """An exchange's `extra` fields with `notes` added to its ``notes`` (an optional field of
+    the format, a list of sentences: what was left out of the exchange as written, and why)."""
+    return {**extra, "notes": [*extra.get("notes", ()), *notes]}
+
+
+def _edit(
+    body: bytes, boundaries: list[int], spans: list[tuple[int, int, bytes]]
+) -> tuple[bytes, list[int]]:
+    """`body` with each (start, end) span, in order and apart, replaced by its bytes; the
+    chunk boundaries moved with it (a boundary inside a span moves to its end)."""
+    if not spans:
+        return body, boundaries
+    pieces: list[bytes] = []
+    last = 0
+    for start, end, replacement in spans:
+        pieces += [body[last:start], replacement]
+        last = end
+    pieces.append(body[last:])
+    moved = []
+    for boundary in boundaries:
+        shift = 0
+        for start, end, replacement in spans:
+            if boundary <= start:
+                break
+            if boundary < end:  # inside a replaced span: move to its end
+                boundary = end
+            shift += len(replacement) - (end - start)
+        moved.append(boundary + shift)
+    return b"".join(pieces), moved
+
+
+# --- JSON scrubs ----------------------------------------------------------------------------
+# A scrubbed value sits under a key (the last key of its path), and a key comes before its
+# value: where a body names no scrubbed key, there is nothing to scrub; where it names one but
+# does not parse, nothing from that place on is written.
+
+_BOM = b"\xef\xbb\xbf"
+_QUOTES = re.compile(r"[\"']")
+_LONG_NUMBER = re.compile(rb"[0-9]{20}")
+_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n",
+            "r": "\r", "t": "\t"}  # fmt: skip
+
+
+def _keys(paths: Iterable[tuple[JsonPath, str]]) -> list[str]:
+    """The key each path's value sits under (a path starts with a key, so it has one)."""
+    return list(
+        dict.fromkeys(
+            next(p for p in reversed(path.parts) if isinstance(p, str)) for path, _ in paths
+        )
+    )
+
+
+def _parsed(data: bytes) -> tuple[Any, bool, str] | None:
+    """`data` as Python's `json` reads it, whether orjson read it (then orjson writes it back),
+    and the codec it is written in; None where it does not parse."""
+    if _LONG_NUMBER.search(data) is None:  # (orjson reads a number past 64 bits as a float)
+        try:
+            return orjson.loads(data), True, "utf-8"
+        except orjson.JSONDecodeError:
+            pass
+    import json  # only a body orjson refuses (NaN, a BOM, UTF-16, a big number) needs it
+
+    try:
+        codec = json.detect_encoding(data)
+        return json.loads(data.decode(codec)), False, codec
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+        return None
+
+
+def _dumped(value: Any, by_orjson: bool, codec: str) -> bytes:
+    if by_orjson:
+        return orjson.dumps(value)
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # NaN stays NaN
+    try:
+        return text.encode(codec)
+    except UnicodeEncodeError:  # a lone surrogate: escaped, as it was read
+        return json.dumps(value, separators=(",", ":")).encode(codec)
+
+
+def _scrubbed(parsed: tuple[Any, bool, str], paths: Iterable[tuple[JsonPath, str]]) -> bytes:
+    value, by_orjson, codec = parsed
+    for path, replacement in paths:
+        value = path.set(value, replacement)
+    return _dumped(value, by_orjson, codec)
+
+
+def _scrub_json_body(
+    paths: list[tuple[JsonPath, str]], headers: Headers, body: bytes
+) -> bytes | None:
+    """The whole body re-serialized with the paths scrubbed, or None when it is not one JSON
+    document naming a scrubbed key (see `_scrub_json_lines`).  A body a JSON content type
+    announces is re-serialized whenever orjson reads it, as it always was."""
+    if _is_json(headers):
+        parsed = _parsed(body)
+        if parsed is not None:
+            return _scrubbed(parsed, paths)
+    wide = _wide_codec(body)
+    if wide is None:
+        if _key_start(body, _keys(paths), at_end=False) is None:
+            return None
+    elif not any(key in body.decode(wide, "replace") for key in _keys(paths)):
+        return None
+    parsed = _parsed(body)
+    return None if parsed is None else _scrubbed(parsed, paths)
+
+
+def _wide_codec(body: bytes) -> str | None:
+    """The codec of a body in UTF-16 or UTF-32 (as `json` detects it), else None."""
+    if body[:1] in (b"\x00", b"\xff", b"\xfe") or body[1:2] == b"\x00":
+        import json
+
+        codec = json.detect_encoding(body)
+        return None if codec.startswith("utf-8") else codec
+    return None
+
+
+def _scrub_json_lines(
+    paths: list[tuple[JsonPath, str]], body: bytes, truncated: bool
+) -> tuple[list[tuple[int, int, bytes]], tuple[int, str] | None]:
+    """Each line that names a scrubbed key, as a JSON document (after a ``data:`` field name,
+    for server-sent events), re-serialized with the paths scrubbed: the (start, end, new bytes)
+    spans, and (where, key) for the first line that names one but does not parse, where the
+    body is cut."""
+    keys = _keys(paths)
+    wide = _wide_codec(body)
+    if wide is not None:  # not parsed whole: its lines are not UTF-8 lines, so none of it
+        text = body.decode(wide, "replace")
+        named = [key for key in keys if key in text]
+        if named or (truncated and ('"' in text or "'" in text)):
+            return [], (0, (named or keys)[0])
+        return [], None
+    if not _may_name(body, keys):  # no line names a key: only the last may begin one
+        last = body.rfind(b"\n") + 1
+        found = _key_start(body[last:], keys, at_end=True) if truncated else None
+        return [], None if found is None else (last + found[0], found[1])
+    spans: list[tuple[int, int, bytes]] = []
+    position = 0
+    lines = body.split(b"\n")
+    for number, line in enumerate(lines):
+        at_end = truncated and number == len(lines) - 1  # the line that was cut short
+        content = line[:-1] if line.endswith(b"\r") else line
+        found = _key_start(content, keys, at_end)
+        if found is not None:
+            offset = len(_BOM) if number == 0 and content.startswith(_BOM) else 0
+            if content.startswith(b"data:", offset):
+                offset += 6 if content[offset + 5 : offset + 6] == b" " else 5
+            parsed = _parsed(content[offset:])
+            if parsed is None or not isinstance(parsed[0], (dict, list)):
+                return spans, (position + found[0], found[1])
+            spans.append((position + offset, position + len(content), _scrubbed(parsed, paths)))
+        position += len(line) + 1
+    return spans, None
+
+
+def _key_start(data: bytes, keys: list[str], at_end: bool) -> tuple[int, str] | None:
+    """Where in `data` the first quoted string naming one of `keys` begins (its escapes read as
+    JSON reads them, single quotes taken too), and the key; with `at_end`, a string `data` ends
+    in the middle of counts where what arrived could be the beginning of a key."""
+    if not at_end and not _may_name(data, keys):
+        return None
+    text = data.decode("utf-8", "surrogateescape")
+    for quote in _QUOTES.finditer(text):
+        for key in keys:
+            if _names(text, quote.start(), key, at_end):
+                at = len(text[: quote.start()].encode("utf-8", "surrogateescape"))
+                return at, key
+    return None
+
+
+def _may_name(data: bytes, keys: list[str]) -> bool:
+    """False when no key is in `data` in any spelling (the common case, found at C speed)."""
+    return b"\\" in data or any(key.encode("utf-8") in data for key in keys)
+
+
+def _names(text: str, start: int, key: str, at_end: bool) -> bool:
+    """Whether the string literal opened by the quote at `start` reads as `key` (or, with
+    `at_end`, as the beginning of it when `text` ends before the literal does)."""
+    quote, position, matched = text[start], start + 1, 0
+    end = len(text)
+    while True:
+        if position >= end:
+            return at_end
+        char = text[position]
+        if char == quote:
+            return matched == len(key)
+        if char == "\\":
+            escape = text[position + 1 : position + 2]
+            if escape == "u":
+                digits = text[position + 2 : position + 6]
+                if len(digits) < 4 or position + 6 > end:
+                    return at_end and all(d in "0123456789abcdefABCDEF" for d in digits)
+                try:
+                    code = int(digits, 16)
+                except ValueError:
+                    return False
+                position += 6
+                if 0xD800 <= code < 0xDC00:  # the first half of a pair
+                    if position >= end - 5:
+                        return at_end
+                    if text[position : position + 2] == "\\u":
+                        try:
+                            low = int(text[position + 2 : position + 6], 16)
+                        except ValueError:
+                            return False
+                        if 0xDC00 <= low < 0xE000:
+                            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                            position += 6
+                char = chr(code)
+            elif not escape:
+                return at_end
+            elif escape in _ESCAPES:
+                char = _ESCAPES[escape]
+                position += 2
+            else:
+                return False
+        else:
+            if "\udc80" <= char <= "\udcff" and at_end and position >= end - 3:
+                return True  # an undecodable byte at the very end: part of a UTF-8 character
+            position += 1
+        if matched >= len(key) or key[matched] != char:
+            return False
+        matched += 1
 
 
 def apply_hook(rules: Rules, exchange: Exchange) -> Exchange | None:

@@ -50,7 +50,7 @@ from ._policy import (
     refuse_credentials,
     secrets_of,
 )
-from ._rules import apply_hook, scrub_chunked
+from ._rules import apply_hook, scrub_written, with_notes
 
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
@@ -461,7 +461,7 @@ class CassetteUser:
             return exchange
         rules = self.config.rules
         headers = rules.scrub_request_headers(exchange.headers)
-        body = rules.scrub_body(headers, exchange.body)
+        body, _, notes = scrub_written(rules, headers, exchange.body, part="request body")
         changes: dict[str, Any] = {
             "url": rules.scrub_url(exchange.url),
             "headers": _with_length(headers, len(body), exchange.body),
@@ -470,9 +470,11 @@ class CassetteUser:
         if exchange.status is not None:
             response_headers = rules.scrub_response_headers(exchange.response_headers)
             chunks = exchange.chunks or (len(exchange.response_body),)
-            response_body, chunks = scrub_chunked(
-                rules, response_headers, exchange.response_body, chunks
-            )
+            response_body, chunks, cut = scrub_written(
+                rules, response_headers, exchange.response_body, chunks,
+                truncated=exchange.truncated,
+            )  # fmt: skip
+            notes += cut
             changes["response_headers"] = _with_length(
                 response_headers, len(response_body), exchange.response_body
             )
@@ -480,6 +482,8 @@ class CassetteUser:
             changes["chunks"] = chunks if len(chunks) > 1 else None
             if exchange.timings_ms is not None and len(chunks) != len(exchange.timings_ms):
                 changes["timings_ms"] = None
+        if notes:  # what a scrub had to cut, said in the exchange (see docs/cassette-format.md)
+            changes["extra"] = with_notes(exchange.extra, notes)
         hooked = apply_hook(rules, dataclasses.replace(exchange, **changes))
         if hooked is None or hooked is exchange:
             return hooked

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,7 +26,9 @@ from sakura_http import (
     Scrub,
 )
 from sakura_http._matching import MatchRules
+from sakura_http._rules import scrub_written
 from tests.drive import Driver
+from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
 URL = "https://crm.example.test/v1/customers"
 _RUNS = itertools.count()
@@ -380,6 +384,320 @@ def test_a_scrubbed_value_never_reaches_the_file(tmp_path: Path, value: str, chu
     data = path.read_bytes()
     assert marker.encode() not in data
     assert json.dumps(marker).encode()[1:-1] not in data
+
+
+# --- Scrub.json fails closed (issue 23) --------------------------------------------------------
+
+TOKEN = "Q7RZK2VD9XW4TB6MJ3HC8PLY5SNF"  # 28 characters; no 4 of them in a row elsewhere below
+JSON_TYPE = (("content-type", "application/json"),)
+
+
+def leaked(data: bytes, token: str = TOKEN) -> str | None:
+    """The longest prefix of `token`, 4 characters or more, found in `data`."""
+    for size in range(len(token), 3, -1):
+        if token[:size].encode() in data:
+            return token[:size]
+    return None
+
+
+def with_token(template: bytes) -> bytes:
+    return template.replace(b"TOKEN", TOKEN.encode())
+
+
+@pytest.mark.parametrize(
+    ("content_type", "template"),
+    [
+        ("application/json", b'{"n": NaN, "user": {"session": "TOKEN"}}'),
+        ("application/json", b'{"n": -Infinity, "user": {"session": "TOKEN"}}'),
+        ("application/json", b'\xef\xbb\xbf{"user": {"session": "TOKEN"}}'),
+        ("application/json", b'{"n": 12345678901234567890123, "user": {"session": "TOKEN"}}'),
+        ("application/json", b'{"odd": "\\ud800", "user": {"session": "TOKEN"}}'),
+        ("text/json", b'{"user": {"session": "TOKEN"}}'),
+        ("text/plain; charset=utf-8", b'{"user": {"session": "TOKEN"}}'),
+        ("application/octet-stream", b'  {"user": {"session": "TOKEN"}}\n'),
+        (None, b'{"user": {"session": "TOKEN"}}'),
+        (None, b'{"user": {"session": "TOKEN"}, "user": {"name": "ada"}}'),  # the last one counts
+    ],
+)  # fmt: skip
+def test_scrub_json_covers_what_python_json_parses_whatever_the_content_type(
+    content_type: str | None, template: bytes
+) -> None:
+    headers = () if content_type is None else (("content-type", content_type),)
+    raw = with_token(template)
+    scrubbed = Rules(scrub=[Scrub.json("user.session")]).scrub_body(headers, raw)
+    assert leaked(scrubbed) is None
+    value = json.loads(scrubbed)  # still JSON, NaN, BOM and all
+    assert value["user"] in ({"session": "<scrubbed>"}, {"name": "ada"})
+    assert value.get("n") != value.get("n") or value.get("n") == json.loads(raw).get("n")
+    assert scrubbed.startswith(b"\xef\xbb\xbf") == raw.startswith(b"\xef\xbb\xbf")
+
+
+def test_scrub_json_of_a_utf16_body() -> None:
+    raw = json.dumps({"user": {"session": TOKEN}}).encode("utf-16")
+    scrubbed = Rules(scrub=[Scrub.json("user.session")]).scrub_body(JSON_TYPE, raw)
+    assert json.loads(scrubbed) == {"user": {"session": "<scrubbed>"}}
+    assert TOKEN[:4] not in scrubbed.decode("utf-16")
+
+
+@pytest.mark.parametrize(
+    ("template", "kept"),
+    [
+        (b'{"user": {"session": "TOKEN",}}', b'{"user": {'),  # a trailing comma
+        (b"{'user': {'session': 'TOKEN'}}", b"{'user': {"),  # a Python repr
+        (b'{"user": {"sess\\u0069on": "TOKEN" /* js */}}', b'{"user": {'),
+        (b'{"a": 1}\n{"b": 2} {"session": "TOKEN"}', b'{"a": 1}\n{"b": 2} {'),
+        (b'{"user": {"name": "no key here"},}', b'{"user": {"name": "no key here"},}'),
+    ],
+)
+def test_a_body_that_does_not_parse_is_cut_where_the_scrubbed_key_could_begin(
+    template: bytes, kept: bytes
+) -> None:
+    rules = Rules(scrub=[Scrub.json("user.session")])
+    raw = with_token(template)
+    assert rules.scrub_body(JSON_TYPE, raw) == kept
+    body, chunks, notes = scrub_written(rules, JSON_TYPE, raw, (5, len(raw) - 5))
+    assert body == kept
+    assert chunks == ((5, len(kept) - 5) if len(kept) > 5 else (len(kept),))
+    if kept != raw:
+        assert notes == (
+            f"response body: cut at byte {len(kept)} of {len(raw)}: it is not JSON that parses, "
+            "and `session` of Scrub.json could begin there",
+        )
+    else:
+        assert notes == ()
+
+
+def test_a_truncated_json_body_keeps_no_part_of_the_scrubbed_value() -> None:
+    rules = Rules(scrub=[Scrub.json("user.session")])
+    full = with_token(b'{"id": 7, "user": {"name": "ada", "session": "TOKEN"}, "ok": true}')
+    key = full.index(b'"session"')
+    for size in range(len(full) + 1):
+        body, chunks, notes = scrub_written(rules, JSON_TYPE, full[:size], (size,), truncated=True)
+        assert leaked(body) is None, size
+        assert sum(chunks) == len(body)
+        if size <= key:  # all that arrived, less a last string that could begin the key
+            assert body == full[:size] or (full[:size].startswith(body) and full[len(body)] == 34)
+        elif size < len(full):
+            assert body == full[:key]
+        if body != full[:size] and size < len(full):
+            assert notes == (
+                f"response body: cut at byte {len(body)} of {size}: it is truncated and does not "
+                "parse, and `session` of Scrub.json could begin there",
+            )
+    assert json.loads(body)["user"]["session"] == "<scrubbed>"  # the whole body parses
+
+
+def test_scrub_json_reaches_each_line_of_a_stream_and_keeps_its_chunks() -> None:
+    events = [
+        b"event: a\ndata: " + with_token(b'{"user": {"session": "TOKEN"}}') + b"\n\n",
+        b'event: b\ndata: {"user": {"name": "ada"}}\n\n',
+        b"data: " + with_token(b'{"user": {"session": "TOKEN"}}')[:30],  # cut short
+    ]
+    rules = Rules(scrub=[Scrub.json("user.session")])
+    sse = (("content-type", "text/event-stream"),)
+    body, chunks, notes = scrub_written(
+        rules, sse, b"".join(events), tuple(map(len, events)), truncated=True
+    )
+    assert leaked(body) is None
+    assert body == (
+        b'event: a\ndata: {"user":{"session":"<scrubbed>"}}\n\n'
+        + events[1] + b'data: {"user": {'
+    )  # fmt: skip
+    assert chunks == (len(b'event: a\ndata: {"user":{"session":"<scrubbed>"}}\n\n'),
+                      len(events[1]), len(b'data: {"user": {'))  # fmt: skip
+    assert len(notes) == 1
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"Q7RZ[A-Z0-9]{24}",
+        r"Q7RZ[A-Z0-9]+",
+        r"(?i)q7rz\w{24}",
+        r"(?:Q7|X9)RZ(?=K)[A-Z0-9]{24}\b",
+        r"Q7RZK2V(D9|E1)[A-Z0-9]{19,}",
+    ],
+)
+def test_a_regex_match_cut_short_leaves_no_prefix(pattern: str) -> None:
+    rules = Rules(scrub=[Scrub.regex(pattern)])
+    full = with_token(b"data: hello TOKEN bye\n")
+    start = full.index(TOKEN.encode())
+    for size in range(len(full) + 1):
+        body, chunks, notes = scrub_written(rules, (), full[:size], (size,), truncated=True)
+        assert leaked(body) is None, size
+        assert sum(chunks) == len(body)
+        if start < size < start + len(TOKEN) and body != full[:start] + b"<scrubbed>":
+            assert body == full[:start]  # (not matched yet: cut; `[A-Z0-9]+` matches already)
+            assert notes == (
+                f"response body: cut at byte {start} of {size}: it is truncated where a match "
+                f"of Scrub.regex({pattern!r}) could begin",
+            )
+        else:
+            assert notes == ()
+            assert body == full[:size] or size > start
+
+
+class _AsyncChunks:
+    """An async iterable of chunks that needs no closing (an async generator would)."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = iter(chunks)
+
+    def __aiter__(self) -> _AsyncChunks:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            return next(self._chunks)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
+def _read_first_chunk_and_close(drive: Driver, transport: Any) -> bytes:
+    if not drive.is_async:
+        with (
+            drive.lib.Client(transport=transport) as client,
+            client.stream("GET", URL) as response,
+        ):
+            return bytes(next(response.iter_raw()))
+
+    async def go() -> bytes:
+        async with (
+            drive.lib.AsyncClient(transport=transport) as client,
+            client.stream("GET", URL) as response,
+        ):
+            chunks = response.aiter_raw()
+            try:
+                return bytes(await chunks.__anext__())
+            finally:
+                await chunks.aclose()
+
+    first: bytes = anyio.run(go, backend=drive.flavor)
+    return first
+
+
+@IGNORE_HTTPX_ASYNCGEN  # httpx's own stream of the mocked response, left to the collector
+@pytest.mark.parametrize(
+    ("scrub", "pieces", "kept"),
+    [
+        (Scrub.json("user.session"), [b'{"user": {"session": "TOKEN"', b"}}"], b'{"user": {'),
+        (Scrub.json("user.session"), [b'{"user": {"session": "Q7RZK2V', b'D9"}}'], b'{"user": {'),
+        (Scrub.regex(r"Q7[R]Z[A-Z0-9]{24}"), [b"data: Q7RZK2V", b"D9XW4TB6MJ3HC8PLY5SNF"], b"data: "),
+    ],
+)  # fmt: skip
+def test_stream_through_closed_early_writes_nothing_of_a_scrubbed_value(
+    drive: Driver, tmp_path: Path, scrub: Scrub, pieces: list[bytes], kept: bytes
+) -> None:
+    pieces = [with_token(p) for p in pieces]
+    path = tmp_path / "early.jsonl"
+    transport = drive.transport(
+        path,
+        outer=drive.mock(lambda request: drive.lib.Response(
+            200, headers={"content-type": "application/json"},
+            content=_AsyncChunks(pieces) if drive.is_async else iter(pieces))),
+        mode="new_episodes",
+        stream_through=True,
+        rules=Rules(scrub=[scrub]),
+    )  # fmt: skip
+    assert _read_first_chunk_and_close(drive, transport) == pieces[0]  # the caller: live
+    drive.close(transport)
+    assert leaked(path.read_bytes()) is None
+    [exchange] = written(path)
+    assert exchange["truncated"] is True
+    assert exchange["response_body"] == kept.decode()
+    assert len(exchange["notes"]) == 1 and "cut at byte" in exchange["notes"][0]
+    assert "content-length" not in dict(exchange["response_headers"])
+
+
+# Random JSON documents holding a token at a scrubbed path, written in random ways, cut short at
+# random places: nothing of the token reaches the file.
+_KEYS = st.text(alphabet="abcdefgh_", min_size=1, max_size=5)
+_LEAVES = (
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(alphabet='abcxyz é☕"\\\n/', max_size=8)
+)  # fmt: skip
+_VALUES = st.recursive(
+    _LEAVES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=3),
+    max_leaves=8,
+)
+_CONTENT_TYPES = [
+    "application/json", "text/json", "text/plain", None, "application/octet-stream",
+    "application/x-ndjson", "text/event-stream", "application/problem+json; charset=utf-8",
+]  # fmt: skip
+
+
+def _place(data: st.DataObject, path: str, token: str) -> dict[str, Any]:
+    def holder(value: Any) -> dict[str, Any]:
+        items = list(data.draw(st.dictionaries(_KEYS, _VALUES, max_size=3)).items())
+        items.insert(data.draw(st.integers(0, len(items))), ("session", value))
+        return dict(items)
+
+    if path == "session":
+        return holder(token)
+    outer = holder(None)
+    if path == "user.session":
+        outer["user"] = holder(token)
+    else:  # items[*].session
+        outer["items"] = [data.draw(_VALUES), holder(token)]
+    del outer["session"]
+    return outer
+
+
+def _written_bodies(path: Path) -> list[bytes]:
+    out = []
+    for exchange in written(path):
+        for field in ("body", "response_body"):
+            if field in exchange:
+                out.append(exchange[field].encode())
+            elif f"{field}_b64" in exchange:
+                out.append(base64.b64decode(exchange[f"{field}_b64"]))
+    return out
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_property_a_scrubbed_token_never_reaches_the_file(tmp_path: Path, data: Any) -> None:
+    token = "Q" + data.draw(st.text(alphabet="ABCDEFGHJKLMPRSTUVWXYZ0123456789", min_size=27,
+                                    max_size=27))  # fmt: skip
+    path_text = data.draw(st.sampled_from(["session", "user.session", "items[*].session"]))
+    document = _place(data, path_text, token)
+    framing = data.draw(st.sampled_from(["whole", "pretty", "sse", "ndjson"]))
+    ascii_only = data.draw(st.booleans())
+    line = json.dumps(document, ensure_ascii=ascii_only)
+    if framing == "whole":
+        body = line.encode()
+    elif framing == "pretty":
+        body = json.dumps(document, ensure_ascii=ascii_only, indent=2).encode()
+    elif framing == "sse":
+        body = f'event: a\ndata: {{"n": 1}}\n\ndata: {line}\n\nevent: b\ndata: {line}\n\n'.encode()
+    else:
+        body = f'{{"n": 1}}\n{line}\n{line}\n'.encode()
+    if data.draw(st.booleans()):
+        body = b"\xef\xbb\xbf" + body
+    assert body.count(token[:4].encode()) >= 1
+    cut = data.draw(st.integers(1, len(body)))
+    content_type = data.draw(st.sampled_from(_CONTENT_TYPES))
+    headers = {} if content_type is None else {"content-type": content_type}
+    pieces = [body[:cut], body[cut:]] if cut < len(body) else [body]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers=headers, content=iter(pieces))
+
+    path = tmp_path / f"p{next(_RUNS)}.jsonl"
+    with RecordingTransport(
+        path, outer=httpx.MockTransport(answer), mode="new_episodes", stream_through=True,
+        rules=Rules(scrub=[Scrub.json(path_text)]),
+    ) as transport, httpx.Client(transport=transport) as client:  # fmt: skip
+        with client.stream("POST", URL, content=body, headers=headers) as response:
+            received = b"".join(itertools.islice(response.iter_raw(), 1))
+        assert received == pieces[0]
+    assert token[:4].encode() not in path.read_bytes()
+    for written_body in _written_bodies(path):
+        assert token[:4].encode() not in written_body
 
 
 # --- what a miss says --------------------------------------------------------------------------
