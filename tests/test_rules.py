@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
 URL = "https://crm.example.test/v1/customers"
 _RUNS = itertools.count()
+LONG = os.environ.get("SAKURA_HTTP_LONG_TESTS") == "1"  # the long attack runs (opt-in)
 EMAIL = r"[\w.+-]+@[\w-]+\.[\w.]+"
 
 
@@ -582,7 +584,7 @@ def _read_first_chunk_and_close(drive: Driver, transport: Any) -> bytes:
     [
         (Scrub.json("user.session"), [b'{"user": {"session": "TOKEN"', b"}}"], b'{"user": {'),
         (Scrub.json("user.session"), [b'{"user": {"session": "Q7RZK2V', b'D9"}}'], b'{"user": {'),
-        (Scrub.regex(r"Q7[R]Z[A-Z0-9]{24}"), [b"data: Q7RZK2V", b"D9XW4TB6MJ3HC8PLY5SNF"], b"data: "),
+        (Scrub.regex(r"Q7[R]Z\w{24}"), [b"data: Q7RZK2V", b"D9XW4TB6MJ3HC8PLY5SNF"], b"data: "),
     ],
 )  # fmt: skip
 def test_stream_through_closed_early_writes_nothing_of_a_scrubbed_value(
@@ -657,7 +659,9 @@ def _written_bodies(path: Path) -> list[bytes]:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=3000 if LONG else 150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_property_a_scrubbed_token_never_reaches_the_file(tmp_path: Path, data: Any) -> None:
