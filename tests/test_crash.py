@@ -6,6 +6,10 @@ torn last line if the kill left one (exactly what `sakura-http repair` does), re
 finally checks the cassette: it loads, every acknowledged exchange is in it exactly once, and
 nothing else is (an exchange appended just before the kill, never acknowledged, may be there).
 
+A re-recording (mode "all") owns the cassette from open to close: the tests at the end run one
+among appenders in other processes, kill either side at random, and check that no append was
+acknowledged and then lost, and that the next open leaves no stray `<name>.recording`.
+
 The default run is bounded (a few kills, a few seconds); ``SAKURA_HTTP_LONG_TESTS=1`` runs
 `LONG_KILLS` kills.  Timeouts are hang guards only.
 """
@@ -25,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from sakura_http import CassetteFormatError, _cassette
+from sakura_http import CassetteFormatError, RecordingTransport, _cassette
 from sakura_http._cassette import append_lines, load_cassette, locked
 from sakura_http._format import Exchange, encode_exchange, encode_header, torn_tail
 from sakura_http.cli._repair import repair_cassette
@@ -281,7 +285,7 @@ class Driven:
     ``get URL`` answers ``ack URL`` once the exchange is recorded (or ``refused <error> ...``),
     ``close`` answers ``closed`` once the transport is closed (a re-recording committed)."""
 
-    def __init__(self, path: Path, mode: str, body: int = 100) -> None:
+    def __init__(self, path: Path, mode: str, body: int = 100, *, wait: bool = True) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", DRIVEN, str(path), mode, str(body)],
             stdin=subprocess.PIPE,
@@ -291,6 +295,13 @@ class Driven:
         self.replies: queue.Queue[str] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        self.first = ""
+        #: When the cassette was open (re-recording: claimed), on the system's monotonic clock.
+        self.opened_at: int | None = None
+        if wait:
+            self.wait_open()
+
+    def wait_open(self) -> None:
         self.first = self.reply()  # "open <monotonic ns>" or "refused ..."
         self.opened_at = int(self.first.split()[1]) if self.first.startswith("open ") else None
 
@@ -420,3 +431,189 @@ def test_a_killed_re_recording_frees_the_cassette_and_its_stray_file_goes(
     appender.end()
     assert _urls(path)[-1] == "https://api.example.test/b/0"
     assert len(_urls(path)) == 4
+
+
+APPENDER = r"""
+import sys, time
+import httpx
+from sakura_http import CassetteFormatError, RecordingTransport, RerecordingInProgress
+
+path, worker, start, body = sys.argv[1], sys.argv[2], int(sys.argv[3]), b"x" * int(sys.argv[4])
+outer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+try:
+    client = httpx.Client(transport=RecordingTransport(path, outer=outer, mode="new_episodes"))
+    n = start
+    while True:
+        began = time.monotonic_ns()
+        try:
+            client.get(f"https://api.example.test/{worker}/{n}")
+        except RerecordingInProgress:
+            print(f"refused {n}", flush=True)
+            time.sleep(0.002)  # (another process is re-recording: try again shortly)
+        else:
+            print(f"ack {n} {began}", flush=True)
+            time.sleep(0.001)  # (room for the other processes on a loaded machine)
+        n += 1
+except CassetteFormatError:
+    sys.exit(3)  # another appender was killed mid-write: the parent repairs the file
+"""
+
+
+class Appender:
+    """A child appending (mode new_episodes) in a loop: ``ack <n> <began>`` once exchange n is
+    appended (`began`: the monotonic clock before its request started), ``refused <n>`` when a
+    re-recording elsewhere refused it."""
+
+    def __init__(self, path: Path, worker: str, start: int, body: int) -> None:
+        self.worker = worker
+        self.acked: list[tuple[int, int]] = []
+        self.refused: list[int] = []
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", APPENDER, str(path), worker, str(start), str(body)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._ready = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            word, n, *rest = line.split()
+            with self._ready:
+                if word == "ack":
+                    self.acked.append((int(n), int(rest[0])))
+                else:
+                    self.refused.append(int(n))
+                self._ready.notify_all()
+        with self._ready:
+            self._ready.notify_all()
+
+    def wait_for_acks(self, count: int) -> None:
+        with self._ready:
+            self._ready.wait_for(
+                lambda: len(self.acked) >= count or not self._reader.is_alive(), HANG_GUARD
+            )
+
+    def wait_for_refusal(self, since: int) -> None:
+        """Until a refusal, or an append acknowledged that began after `since` (which a live
+        re-recording since then should have refused: the caller's checks find it)."""
+        with self._ready:
+            self._ready.wait_for(
+                lambda: (
+                    self.refused
+                    or any(began > since for _, began in self.acked)
+                    or not self._reader.is_alive()
+                ),
+                HANG_GUARD,
+            )
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(HANG_GUARD)
+        self._reader.join(HANG_GUARD)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+    @property
+    def next_start(self) -> int:
+        # Never reuse a number: the one after the last reported may have been appended.
+        return max([n for n, _ in self.acked] + self.refused, default=0) + 2
+
+
+def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_append(
+    tmp_path: Path,
+) -> None:
+    """Each round: appenders run in their own processes; two processes try to re-record the
+    cassette at once (one must be refused, naming the other); the one that owns it records,
+    then closes or is killed (mid-write, at times); appenders are killed at random.  After
+    each round, the next open leaves no stray `.recording`, and every acknowledged append is
+    in the cassette unless a re-recording that *began after its request started* replaced it
+    (an append that began earlier may have finished before the re-recording and been part of
+    what it replaced).  A refused append is never in the cassette."""
+    path = tmp_path / "shared.jsonl"
+    _old_cassette(path)
+    stray = path.with_name(path.name + ".recording")
+    rng = random.Random(2023)
+    rounds = LONG_KILLS // 3 if LONG else 2
+    acks: list[tuple[str, int, int]] = []  # (worker, n, began)
+    refused: set[str] = set()
+    next_start = {"a0": 0, "a1": 0}
+    replaced_before: int | None = None  # when the last committed re-recording began
+    kills = commits = rerecorded = 0
+    for round_ in range(rounds):
+        appenders = [
+            Appender(path, w, next_start[w], rng.choice([100, 50_000])) for w in next_start
+        ]
+        for appender in appenders:
+            appender.wait_for_acks(rng.randint(1, 5))
+        owner, other = (Driven(path, "all", rng.choice([100, 300_000]), wait=False) for _ in "12")
+        owner.wait_open()
+        other.wait_open()
+        if owner.opened_at is None:
+            owner, other = other, owner
+        assert owner.opened_at is not None, owner.first
+        assert other.first.startswith("refused RerecordingInProgress "), other.first
+        assert f"process {owner.process.pid}" in other.first
+        assert other.end() == 0
+        for appender in appenders:
+            appender.wait_for_refusal(owner.opened_at)  # (or it exited: torn by another's kill)
+        if rng.random() < 0.5 if LONG else round_ == 1:  # an appender dies while the cassette
+            # is being re-recorded; the one replacing it opens the cassette meanwhile
+            victim = rng.randrange(len(appenders))
+            appenders[victim].kill()
+            kills += 1
+            replacement = Appender(
+                path, appenders[victim].worker, appenders[victim].next_start, 100
+            )
+            appenders.append(replacement)
+            replacement.wait_for_refusal(owner.opened_at)
+        owned: list[str] = []
+        for n in range(rng.randint(1, 6)):
+            url = f"https://api.example.test/r{round_}/{n}"
+            assert owner.ask(f"get {url}") == f"ack {url}"
+            owned.append(url)
+        kill_owner = round_ % 2 == 0 if not LONG else rng.random() < 0.5
+        if kill_owner:
+            for n in range(rng.randint(0, 3)):  # killed mid-write, at times
+                owner.send(f"get https://api.example.test/r{round_}/late{n}")
+            if rng.random() < 0.5:
+                owner.reply()
+            owner.kill()
+            kills += 1
+        else:
+            assert owner.ask("close") == "closed"
+            assert owner.end() == 0
+            commits += 1
+            rerecorded += len(owned)
+            replaced_before = owner.opened_at
+        for appender in appenders:  # appends work again, into the cassette now in place
+            appender.wait_for_acks(len(appender.acked) + rng.randint(1, 5))
+        for appender in appenders:
+            if appender.process.poll() is None:
+                appender.kill()
+                kills += 1
+            acks.extend((appender.worker, n, began) for n, began in appender.acked)
+            refused.update(f"{appender.worker}/{n}" for n in appender.refused)
+            next_start[appender.worker] = max(next_start[appender.worker], appender.next_start)
+        repair_if_torn(path)
+        RecordingTransport(path).close()  # the next open: a stray's writer is gone
+        assert not stray.exists()
+        urls = Counter(e.url for e in load_cassette(path).exchanges)
+        assert all(count == 1 for count in urls.values()), "duplicated exchange"
+        if not kill_owner:
+            assert all(urls[url] == 1 for url in owned), "the re-recording lost an exchange"
+        lost = [
+            f"{worker}/{n}"
+            for worker, n, began in acks
+            if (replaced_before is None or began > replaced_before)
+            and urls[f"https://api.example.test/{worker}/{n}"] != 1
+        ]
+        assert lost == [], "acknowledged, then lost"
+        written = {url.removeprefix("https://api.example.test/") for url in urls}
+        assert not refused & written, "a refused append was written"
+    assert commits >= 1 and kills >= rounds
+    print(f"\n{rounds} rounds of a re-recording among appenders, {kills} kills, {commits} "
+          f"re-recordings committed ({rerecorded} exchanges): {len(acks)} appends acknowledged, "
+          f"{len(refused)} refused, 0 lost, no stray left")  # fmt: skip
