@@ -675,7 +675,10 @@ def _json_parts(mine: Compared, theirs: Compared) -> list[_Part] | None:
         elif x != y or type(x) is not type(y):
             parts.append(_Part("json", _path_text(steps), x, y, steps))
 
-    walk(a, b, ())
+    try:
+        walk(a, b, ())
+    except RecursionError:  # nested too deep to name a path in
+        return None
     if not parts or len(parts) > _HINT_PATHS or any(not p.steps for p in parts):
         return None
     return parts
@@ -823,31 +826,91 @@ def _rule_text(parts: Iterable[_Part]) -> str:
     return f"Rules({', '.join(fields)})"
 
 
-# Body similarity is computed for this many candidates at most, on at most this many lines (or
-# characters of a one-line body) of each, so explaining a miss stays fast at any size.
+# How alike the differing values are is measured for this many candidates at most (chosen
+# first by a cheaper measure over all of them), and what differs in two values is aligned
+# character by character only when it is this short, so explaining a miss stays fast at any
+# size.
 _SIMILARITY_CANDIDATES = 50
-_SIMILARITY_LINES = 200
-_SIMILARITY_CHARS = 1024
+_ALIGNED = 256
 
 
-def _distance(key: MatchKey, other: MatchKey) -> tuple[bool, int]:
-    """(whether the method or the path differs, how many parts differ: the method, the URL,
-    each header name, the body)."""
+def _distance(key: MatchKey, other: MatchKey) -> tuple[int, int]:
+    """(0 for the same method and path, 1 for the same path and another method, 2 for another
+    path; how many parts differ: the method, the URL, each header name, the body)."""
     method = other[0] != key[0]
-    path = other[1].split("?", 1)[0] != key[1].split("?", 1)[0]
+    path = _base(other[1]) != _base(key[1])
     parts = method + (other[1] != key[1]) + len(_differing_headers(key[2], other[2]))
-    return method or path, parts + (other[3] != key[3])
+    return 2 if path else int(method), parts + (other[3] != key[3])
 
 
-def _similarity(request: RequestData, exchange: Exchange) -> float:
-    """How alike the two bodies are, 0 to 1 (JSON compared line by line, pretty-printed)."""
-    mine: Sequence[str] = _pretty(request.headers, request.body)[:_SIMILARITY_LINES]
-    theirs: Sequence[str] = _pretty(exchange.headers, exchange.body)[:_SIMILARITY_LINES]
-    if len(mine) == 1 and len(theirs) == 1:
-        mine, theirs = mine[0][:_SIMILARITY_CHARS], theirs[0][:_SIMILARITY_CHARS]
+def _shared_ends(a: bytes, b: bytes) -> tuple[int, int]:
+    """The lengths of the longest common start of `a` and `b`, and of the longest common end
+    of what follows it (binary searches: the slices are compared in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    start = low
+    low, high = 0, min(len(a), len(b)) - start
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[len(a) - middle :] == b[len(b) - middle :]:
+            low = middle
+        else:
+            high = middle - 1
+    return start, low
+
+
+def _apart(a: bytes, b: bytes, *, align: bool = True) -> int:
+    """How much of two values is not shared: their common start and end set aside, the bytes
+    of what remains, less those a short remainder's alignment pairs (with `align`)."""
+    start, end = _shared_ends(a, b)
+    a, b = a[start : len(a) - end], b[start : len(b) - end]
+    if not (align and a and b and len(a) <= _ALIGNED and len(b) <= _ALIGNED):
+        return len(a) + len(b)
     import difflib  # see body_diff
 
-    return difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio()
+    paired = difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks()
+    return len(a) + len(b) - 2 * sum(block.size for block in paired)
+
+
+def _json_apart(a: object, b: object) -> int:
+    """`_apart` summed over the JSON values that differ, found by walking both together."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sum(
+            _json_apart(a.get(key, _MISSING), b.get(key, _MISSING)) for key in a.keys() | b.keys()
+        )
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return sum(_json_apart(x, y) for x, y in zip(a, b, strict=True))
+    if a == b and type(a) is type(b):
+        return 0
+    mine = b"" if a is _MISSING else orjson.dumps(a, option=orjson.OPT_SORT_KEYS)
+    theirs = b"" if b is _MISSING else orjson.dumps(b, option=orjson.OPT_SORT_KEYS)
+    return _apart(mine, theirs)
+
+
+def _dissimilarity(mine: Compared, theirs: Compared) -> int:
+    """How far apart the values of the parts that differ are (the URL, each header, the body;
+    a JSON body value by value): a small edit of one value is nearer than another value."""
+    total = 0
+    if mine.url != theirs.url:
+        total += _apart(mine.url.encode(), theirs.url.encode())
+    headers, other = _by_name(mine.ordinary), _by_name(theirs.ordinary)
+    for name in _differing_headers(mine.ordinary, theirs.ordinary):
+        values = "\n".join(headers.get(name, ())), "\n".join(other.get(name, ()))
+        total += _apart(values[0].encode(), values[1].encode())
+    if mine.body != theirs.body:
+        a, b = _json(mine), _json(theirs)
+        try:
+            if a is _MISSING or b is _MISSING:
+                raise RecursionError
+            total += _json_apart(a, b)
+        except RecursionError:  # not JSON, or nested too deep to walk
+            total += _apart(mine.body, theirs.body)
+    return total
 
 
 def explain_miss(
@@ -860,19 +923,34 @@ def explain_miss(
 ) -> list[tuple[int, Exchange, list[str]]]:
     """The `limit` recorded exchanges closest to `request`: (index, exchange, differences).
 
-    Exchanges with the request's method and path come first, ranked by how many parts differ
-    (method, URL, each header, body), then by how similar their body is to the request's, then
-    by position in the cassette.  The nearest one's differences end with what to do about them
-    (`hints`), the re-record command worded by `advice`.
+    Exchanges with the request's method and path come first, then those with its path and
+    another method; other URLs are listed only when no exchange shares the path.  Among them,
+    the fewer parts differ (method, URL, each header, body) the nearer, then the more alike the
+    differing values are (`_dissimilarity`: a small edit of one recorded question ranks that
+    question first), then the earlier in the cassette.  The nearest one's differences end with
+    what to do about them (`hints`), the re-record command worded by `advice`.
     """
     key = rules.key_of_request(request)
     keys = [rules.key_of_exchange(exchange) for exchange in exchanges]
-    scored = sorted((*_distance(key, other), index) for index, other in enumerate(keys))[
-        :_SIMILARITY_CANDIDATES
-    ]
-    ranked = sorted(
-        scored, key=lambda s: (s[0], s[1], -_similarity(request, exchanges[s[2]]), s[2])
-    )
+    scored = [(*_distance(key, other), index) for index, other in enumerate(keys)]
+    if any(tier < 2 for tier, _, _ in scored):  # some share the path: other URLs are not near
+        scored = [s for s in scored if s[0] < 2]
+    best = min((s[:2] for s in scored), default=None)
+
+    def roughly(score: tuple[int, int, int]) -> tuple[int, int, int, int]:
+        # Over every candidate, cheaply: how much of the bodies as sent is not shared.
+        body = exchanges[score[2]].body if score[:2] == best else b""
+        return score[0], score[1], _apart(request.body, body, align=False), score[2]
+
+    mine = compared(rules, request.method, request.url, request.headers, request.body)
+
+    def nearness(score: tuple[int, int, int]) -> tuple[int, int, int, int]:
+        exchange = exchanges[score[2]]
+        theirs = compared(rules, exchange.method, exchange.url, exchange.headers, exchange.body)
+        return score[0], score[1], _dissimilarity(mine, theirs), score[2]
+
+    candidates = sorted(scored, key=roughly)[:_SIMILARITY_CANDIDATES]
+    ranked = sorted(candidates, key=nearness)
     out = []
     for position, (_, _, i) in enumerate(ranked[:limit]):
         endpoint = (keys[i][0], _base(keys[i][1]))

@@ -439,3 +439,56 @@ def test_a_recording_without_the_version_header_says_so() -> None:
     assert "default_headers" not in text
     assert "SDK upgrade" not in text
     assert "re-record with `pytest --record-all`" in text
+
+
+# --- which recorded exchanges are the nearest ----------------------------------------------
+
+QUESTIONS = [
+    "What is the capital of France, and how many people live there?",
+    "How many legs does a spider have, and why do they need so many?",
+    "What is the boiling point of water at sea level, in degrees Celsius?",
+    "Who wrote the novel Pride and Prejudice, and in which year was it published?",
+    "How far is the Moon from the Earth on average, in kilometres?",
+]
+
+
+def asking(question: str) -> bytes:
+    return message(messages=[{"role": "user", "content": question}])
+
+
+def test_a_small_edit_of_one_recorded_question_ranks_that_question_first() -> None:
+    exchanges = [post(asking(q)) for q in QUESTIONS]
+    edited = QUESTIONS[3].replace("which year", "what year")
+    assert nearest(request(asking(edited)), exchanges)[0] == 4
+    # Anywhere in a long conversation, too: the part that differs is what is compared.
+    history = [{"role": "user", "content": "context " * 400}] * 3
+    long = [post(message(messages=[*history, {"role": "user", "content": q}])) for q in QUESTIONS]
+    live = request(message(messages=[*history, {"role": "user", "content": edited}]))
+    assert nearest(live, long)[0] == 4
+
+
+def test_the_same_method_and_path_rank_first_and_other_urls_only_when_none_shares_it() -> None:
+    exchanges = [
+        Exchange("GET", MESSAGES_URL, headers=JSON),  # the path, another method
+        post(message(), url="https://api.example.test/v1/other"),  # another path
+        post(message(model="x", max_tokens=1, temperature=1.0)),  # the method and path
+        Exchange("GET", "https://api.example.test/v1/models"),
+    ]
+    assert nearest(request(message()), exchanges) == [3, 1]
+    # Nothing shares the path: the other URLs are the nearest there are.
+    elsewhere = [exchanges[1], exchanges[3]]
+    assert nearest(request(message()), elsewhere) == [1, 2]
+
+
+def test_fewer_differing_parts_still_rank_before_closer_values() -> None:
+    close_but_two_parts = post(asking(QUESTIONS[0] + "!"), (*JSON, ("x-user", "a")))
+    far_but_one_part = post(asking(QUESTIONS[2]))
+    assert nearest(request(asking(QUESTIONS[0])), [close_but_two_parts, far_but_one_part]) == [2, 1]
+
+
+def test_a_body_nested_too_deep_to_walk_is_still_explained() -> None:
+    def nested(leaf: str) -> bytes:
+        return ("[" * 1000 + f'"{leaf}"' + "]" * 1000).encode()
+
+    text = hint([post(nested("a"))], request(nested("b")))
+    assert "the request changed: the body differs" in text
