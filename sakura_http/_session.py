@@ -314,12 +314,10 @@ class CassetteSession:
         with self._lock:
             return [e for e in self.exchanges if id(e) not in self._played]
 
-
-def _with_length(headers: Headers, size: int, before: bytes) -> Headers:
-    """`headers` with a content-length that is still true after a scrub changed the body."""
-    if size == len(before):
-        return headers
-    return tuple((n, str(size) if n == "content-length" else v) for n, v in headers)
+    def played(self) -> list[Exchange]:
+        """The exchanges played or recorded in this run, in the order they are held."""
+        with self._lock:
+            return [e for e in self.exchanges if id(e) in self._played]
 
 
 class CassetteUser:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,6 +40,7 @@ from .._rules import Rules
 from .._session import CassetteSession, CassetteUser
 from .._transport import RecordingTransport
 from ._guard import NetworkGuard
+from ._prune import PlayLedger, dead_exchanges, prune_cassette
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
@@ -62,6 +63,7 @@ _SAKURA_FIXTURES = frozenset(
     {"sakura_fixtures", "sakura_recording", "sakura_transport", "sakura_rules"}
 )
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
+_LEDGER_KEY = "sakura_http_played"
 _MARKER = (
     "cassette(name=None, *, assert_all_played=False, expect_errors=False, "
     "patch_clients=False, anthropic=None, openai=None, **transport_options): the sakura-http "
@@ -156,6 +158,10 @@ class _State:
     #: Cassettes re-recorded by an earlier test of this process: later tests append to them.
     rerecorded_paths: set[str] = field(default_factory=set)
     advice: PytestAdvice = field(default_factory=PytestAdvice)
+    prune: bool = False  # --prune: drop the exchanges no test played (see _prune)
+    ledger: PlayLedger = field(default_factory=PlayLedger)
+    #: What the end of the run found: cassette -> (exchanges no test played, how many pruned).
+    dead: dict[str, tuple[list[Exchange], int]] = field(default_factory=dict)
 
     @property
     def recording(self) -> bool:
@@ -191,6 +197,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="sakura_record_all",
         help="sakura-http: re-record whole cassettes (mode all); each is replaced when its "
         "test ends.",
+    )
+    group.addoption(
+        "--prune",
+        action="store_true",
+        dest="sakura_prune",
+        help="sakura-http: at the end of a run in which every test ran and passed, drop the "
+        "recorded exchanges no test played from the cassettes the run used (with --record: "
+        "record what is missing, then prune).",
     )
     parser.addini(
         "sakura_record_hosts",
@@ -230,6 +244,12 @@ def pytest_configure(config: pytest.Config) -> None:
     record, record_all = config.getoption("sakura_record"), config.getoption("sakura_record_all")
     if record and record_all:
         raise pytest.UsageError("use either --record or --record-all, not both")
+    prune = bool(config.getoption("sakura_prune"))
+    if prune and record_all:
+        raise pytest.UsageError(
+            "--prune drops exchanges no test played; --record-all already rewrites each "
+            "cassette with only what its tests play: use one of them"
+        )
     requested = (
         RecordMode.ALL if record_all else RecordMode.NEW_EPISODES if record else RecordMode.NONE
     )
@@ -266,7 +286,12 @@ def pytest_configure(config: pytest.Config) -> None:
         patch_clients=bool(config.getini("sakura_patch_clients")),
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
+        prune=prune,
     )
+    if not hasattr(config, "workerinput"):
+        partial = _partial_run(config)
+        if partial:
+            config.stash[_STATE].ledger.block(partial)
 
 
 def _no_hosts_message(requested: RecordMode, effective: RecordMode) -> str:
@@ -280,6 +305,20 @@ def _no_hosts_message(requested: RecordMode, effective: RecordMode) -> str:
         'pyproject.toml: [tool.pytest.ini_options] sakura_record_hosts = ["api.example.com", '
         '"127.0.0.1:8000"] - or one per line under sakura_record_hosts = in pytest.ini'
     )
+
+
+def _partial_run(config: pytest.Config) -> str | None:
+    """Why this run may leave out tests that use cassettes (None: it runs the whole suite):
+    test files or folders were named that are not the whole of `testpaths` or the rootdir."""
+    if config.args_source is not pytest.Config.ArgsSource.ARGS:
+        return None
+    whole = {config.rootpath.resolve()} | {
+        (config.rootpath / p).resolve() for p in config.getini("testpaths")
+    }
+    named = {Path(config.invocation_params.dir, a.split("::")[0]).resolve() for a in config.args}
+    if all("::" not in a for a in config.args) and named <= whole:
+        return None
+    return f"only some tests were named ({' '.join(config.args)})"
 
 
 def _distributed(config: pytest.Config) -> bool:
@@ -460,11 +499,11 @@ class CassetteFactory:
             guard = self._request.node.stash.get(_GUARD, None)
             if guard is not None and mode is not RecordMode.NONE:
                 guard.allow(extra_hosts)
+        secret_headers = options.pop("secret_headers", ())
+        allow_headers = options.pop("allow_headers", ())
         rules = options.pop("rules", None)
         if rules is not None and not isinstance(rules, Rules):
             raise ConfigurationError(f"rules must be a sakura_http.Rules, not {rules!r}")
-        secret_headers = options.pop("secret_headers", ())
-        allow_headers = options.pop("allow_headers", ())
         config = CassetteConfig(**options).replace(
             rules=self.rules if rules is None else self.rules | rules,
             mode=mode,
@@ -517,7 +556,8 @@ class CassetteFactory:
             rerecorded = transport.mode is RecordMode.ALL
             if rerecorded and call_passed:
                 self._state.rerecorded_paths.add(os.path.realpath(transport.path))
-        for hold in self._holds.values():
+        for key, hold in self._holds.items():
+            self._state.ledger.observe(key, hold.session.played())
             try:
                 hold.close(failed=not call_passed)
             except Exception as exc:
@@ -696,12 +736,7 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     """The network guard, for tests that use sakura-http (or all, with sakura_block_network)."""
     state = _state(request.config)
     item = request.node
-    uses_sakura = (
-        item.get_closest_marker("cassette") is not None
-        or state.patch_clients  # every test replays through its cassette
-        or bool(_SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
-    )
-    if not (uses_sakura or state.block_network):
+    if not (_uses_sakura(item, state) or state.block_network):
         yield
         return
     guard = NetworkGuard(
@@ -715,6 +750,15 @@ def _sakura_network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
     caught = [error for error in guard.blocked if id(error) not in seen]
     if caught and not _expects_errors(item):
         pytest.fail(_caught_message(caught, "network refusal"), pytrace=False)
+
+
+def _uses_sakura(item: pytest.Item, state: _State) -> bool:
+    """Whether `item` uses sakura-http: its marker, a fixture of the plugin's, patch_clients."""
+    return (
+        item.get_closest_marker("cassette") is not None
+        or state.patch_clients  # every test replays through its cassette
+        or bool(_SAKURA_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+    )
 
 
 def _guard_reason(state: _State) -> str:
@@ -736,20 +780,58 @@ def _guard_reason(state: _State) -> str:
 # --- outcome bookkeeping and the summary ---------------------------------------------------
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     if call.when == "call":
         item.stash[_CALL_EXCINFO] = call.excinfo
+    report = yield
+    if _STATE in item.config.stash and (report.failed or report.skipped):
+        # A test that did not pass may have stopped before opening the cassettes it plays.
+        outcome = "failed" if report.failed else "was skipped"
+        if report.failed or _uses_sakura(item, _state(item.config)):
+            _state(item.config).ledger.block(f"{item.nodeid} {outcome}")
+    return report
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    config = items[0].config if items else None
+    if config is None or _STATE not in config.stash:
+        return
+    state = _state(config)
+    users = [item for item in items if _uses_sakura(item, state)]
+    if users:
+        state.ledger.block(f"{len(users)} test(s) using cassettes were deselected")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
-    if hasattr(config, "workeroutput") and _STATE in config.stash:
-        written = _state(config).written
+    if _STATE not in config.stash:
+        return
+    state = _state(config)
+    if hasattr(config, "workeroutput"):
         config.workeroutput[_WORKER_OUTPUT_KEY] = [
             [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded]
-            for path, entry in written.items()
+            for path, entry in state.written.items()
         ]
+        config.workeroutput[_LEDGER_KEY] = state.ledger.to_wire()
+        return
+    if exitstatus != 0:
+        state.ledger.block("the run did not pass")
+    _find_dead_exchanges(state)
+
+
+def _find_dead_exchanges(state: _State) -> None:
+    """Fill `state.dead`, pruning under --prune when nothing blocks it (see _prune)."""
+    for path, played in sorted(state.ledger.plays.items()):
+        dead = dead_exchanges(path, played)
+        if not dead:
+            continue
+        pruned = 0
+        if state.prune and not state.ledger.blockers:
+            pruned = prune_cassette(path, played)
+        state.dead[_display(path, state.rootpath)] = (dead, pruned)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -763,12 +845,18 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         _state(config).note(
             str(path), str(folder), int(appended), bool(rerecorded), bool(discarded)
         )
+    _state(config).ledger.merge(output.get(_LEDGER_KEY, {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if hasattr(config, "workerinput") or _STATE not in config.stash:
         return
     state = _state(config)
+    _summarize_written(terminalreporter, state)
+    _summarize_dead(terminalreporter, state)
+
+
+def _summarize_written(terminalreporter: Any, state: _State) -> None:
     if not state.written:
         return
     terminalreporter.write_sep("=", "sakura-http: cassettes recorded")
@@ -789,6 +877,44 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         f"Review the changes before committing: git diff {where} "
         f"(new cassettes: git status {where})"
     )
+
+
+def _summarize_dead(terminalreporter: Any, state: _State) -> None:
+    if not state.dead:
+        return
+    terminalreporter.write_sep("=", "sakura-http: recorded exchanges no test played")
+    for path, (dead, pruned) in sorted(state.dead.items()):
+        count = f"{len(dead)} exchange{'s' if len(dead) != 1 else ''}"
+        if pruned:
+            terminalreporter.write_line(f"{path}: pruned {count} no test played")
+        else:
+            terminalreporter.write_line(f"{path}: {count} no test played")
+        for exchange in dead[:5]:
+            terminalreporter.write_line(
+                f"  {exchange.method} {exchange.url} -> {_outcome(exchange)}"
+            )
+        if len(dead) > 5:
+            terminalreporter.write_line(f"  ... and {len(dead) - 5} more")
+    if any(pruned for _, pruned in state.dead.values()):
+        return
+    blockers = state.ledger.blockers
+    if state.prune:
+        shown = "; ".join(blockers[:3]) + (
+            f"; and {len(blockers) - 3} more" if len(blockers) > 3 else ""
+        )
+        terminalreporter.write_line(
+            f"Not pruned: pruning needs a run in which every test ran and passed, and {shown}"
+        )
+    elif blockers:
+        terminalreporter.write_line(
+            "Tests that did not run or pass in this run may play them; once the whole suite "
+            "passes, drop the rest with `pytest --record --prune`"
+        )
+    else:
+        terminalreporter.write_line(
+            "They are left over from earlier recordings (a request that changed since): drop "
+            "them with `pytest --record --prune`, or re-record with `pytest --record-all`"
+        )
 
 
 def _common_folders(folders: list[str]) -> list[str]:
