@@ -5,13 +5,16 @@ real pytest sessions run by `pytester`: recorded with ``--record`` against the f
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
 import httpx2
 import pytest
 
+from sakura_http.llm import anthropic_client
 from tests.llm_server import start_fake_provider
+from tests.servers import start_echo_server
 from tests.test_plugin_guard import SENTINELS, read
 
 INI = """
@@ -335,6 +338,229 @@ def test_off_by_marker():
     project.runpytest().assert_outcomes(passed=2)
 
 
+# --- patch_clients gets the SDK fixtures' defaults ---------------------------------------
+
+DEFAULTS = """
+import anthropic
+import httpx2
+import openai
+import pytest
+
+BASE = "{url}"
+ECHO = "{echo}"
+USER = [{"role": "user", "content": "sakura"}]
+
+
+@pytest.mark.cassette("defaults.jsonl", patch_clients=True)
+def test_app():
+    client = anthropic.Anthropic(base_url=BASE)
+    assert client.messages.create(model="m", max_tokens=9, messages=USER).content[0].text
+    chat = openai.OpenAI(base_url=BASE + "/v1")
+    assert chat.chat.completions.create(model="m", messages=USER).choices[0].message.content
+    assert httpx2.get(ECHO + "/plain").status_code == 200  # not an SDK's request
+"""
+
+
+def test_patch_clients_writes_the_sdks_exchanges_under_the_llm_rules(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with start_echo_server() as echo:
+        recorded = record_then_replay(
+            project, monkeypatch, DEFAULTS.replace("{echo}", echo.url), passed=1
+        )
+    anthropic_, openai_, plain = [
+        dict((name, value) for name, value in json.loads(line)["response_headers"])
+        for line in recorded["defaults.jsonl"].splitlines()[1:]
+    ]
+    # Rules.llm(): the providers' per-call headers are written as stable placeholders...
+    for sdk in (anthropic_, openai_):
+        assert sdk["date"] == sdk["request-id"] == "<scrubbed>"
+    # ...for the SDKs' exchanges only: another client's date is written as it came.
+    assert plain["date"] != "<scrubbed>"
+    assert plain["date"].endswith(" GMT")
+
+
+def test_the_llm_rules_reach_the_providers_hosts_whatever_the_client() -> None:
+    from sakura_http import Exchange
+    from sakura_http.pytest_plugin._llm_fixtures import PATCH_CLIENTS_RULES
+
+    hook = PATCH_CLIENTS_RULES.before_record
+    assert hook is not None
+    headers = (("date", "Mon, 30 Nov 2026 12:00:00 GMT"), ("x-request-id", "req_1"))
+    for url, sent, scrubbed in [
+        ("https://api.anthropic.com/v1/messages", (), True),
+        ("https://api.openai.com/v1/chat/completions", (), True),
+        ("http://127.0.0.1:8000/v1/messages", (("user-agent", "AsyncAnthropic/Python 2"),), True),
+        ("https://llm.example.test/openai", (("user-agent", "AzureOpenAI/Python 3"),), True),
+        ("https://api.example.test/v1/items", (("user-agent", "python-httpx/0.28"),), False),
+        ("https://anthropic.com.example.test/", (), False),
+    ]:
+        exchange = Exchange("POST", url, headers=sent, status=200, response_headers=headers)
+        written = hook(exchange)
+        assert written is not None
+        assert (dict(written.response_headers)["date"] == "<scrubbed>") is scrubbed, url
+
+
+MISSES = """
+import anthropic
+import httpx2
+import openai
+import pytest
+from sakura_http import CassetteMiss
+
+pytestmark = pytest.mark.cassette("chat.jsonl", patch_clients=True, expect_errors=True)
+ASK = [{"role": "user", "content": "goodbye"}]  # not the recorded "hello"
+
+
+def attempts():
+    sent = []
+    return sent, {"request": [sent.append]}
+
+
+def test_anthropic():
+    sent, hooks = attempts()
+    http = httpx2.Client(event_hooks=hooks)
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:9", http_client=http)
+    assert client.max_retries == 2  # the app's own setting is left as it is
+    with pytest.raises(anthropic.APIConnectionError) as raised:
+        client.messages.create(model="m", max_tokens=9, messages=ASK)
+    assert isinstance(raised.value.__cause__, CassetteMiss)
+    assert len(sent) == 1  # asked once, not three times with backoff
+
+
+def test_openai():
+    sent, hooks = attempts()
+    http = httpx2.Client(event_hooks=hooks)
+    client = openai.OpenAI(base_url="http://127.0.0.1:9/v1", http_client=http)
+    with pytest.raises(Exception) as raised:
+        client.chat.completions.create(model="m", messages=ASK)
+    assert CassetteMiss in {type(e) for e in (raised.value, raised.value.__cause__)}
+    assert len(sent) == 1
+
+
+@pytest.mark.anyio
+async def test_async_anthropic():
+    sent = []
+
+    async def hook(request):
+        sent.append(request)
+
+    http = httpx2.AsyncClient(event_hooks={"request": [hook]})
+    async with anthropic.AsyncAnthropic(base_url="http://127.0.0.1:9", http_client=http) as client:
+        with pytest.raises(anthropic.APIConnectionError) as raised:
+            await client.messages.create(model="m", max_tokens=9, messages=ASK)
+    assert isinstance(raised.value.__cause__, CassetteMiss)
+    assert len(sent) == 1
+
+
+@pytest.mark.cassette("retried.jsonl", patch_clients=True)
+def test_a_recorded_overload_is_still_retried():
+    client = anthropic.Anthropic(base_url="http://127.0.0.1:9", max_retries=1)
+    message = client.messages.create(model="m", max_tokens=9, messages=ASK)
+    assert message.content[0].text == "after a retry"
+
+
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request):
+    return request.param
+"""
+
+ASKED = (
+    '"headers":[["content-type","application/json"]],"body":"{\\"model\\":\\"m\\",'
+    '\\"max_tokens\\":9,\\"messages\\":[{\\"role\\":\\"user\\",\\"content\\":'
+    '\\"%s\\"}]}"'
+)
+GOODBYE = {"role": "user", "content": "goodbye"}
+REPLY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "m",
+    "content": [{"type": "text", "text": "after a retry"}],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 1, "output_tokens": 3},
+}
+
+
+def test_under_patch_clients_a_miss_is_not_retried(project: pytest.Pytester) -> None:
+    fixtures = project.path / "tests" / "fixtures"
+    fixtures.mkdir()
+    url = '{"method":"POST","url":"http://127.0.0.1:9/v1/messages",'
+    (fixtures / "chat.jsonl").write_text(
+        '{"schema_version":"1.0","kind":"cassette"}\n'
+        + url
+        + ASKED % "hello"
+        + ',"status":200,"response_headers":[],"response_body":"{}"}\n'
+    )
+    # A recorded overload and its retry, as the SDK sends them (recorded through the helper).
+    answers = iter(
+        [
+            httpx2.Response(
+                529,
+                json={"type": "error", "error": {"type": "overloaded_error"}},
+                headers={"retry-after-ms": "1"},
+            ),
+            httpx2.Response(200, json=REPLY),
+        ]
+    )
+    with anthropic_client(
+        fixtures / "retried.jsonl",
+        mode="new_episodes",
+        outer=httpx2.MockTransport(lambda request: next(answers)),
+        api_key="sk-ant-inner-0001",
+        base_url="http://127.0.0.1:9",
+        max_retries=1,
+    ) as client:
+        client.messages.create(model="m", max_tokens=9, messages=[GOODBYE])
+    write_test(project, MISSES)
+    project.runpytest().assert_outcomes(passed=5)
+
+
+APP_AT_IMPORT = '''
+"""An app whose clients are built when it is imported, as apps do."""
+import anthropic
+import openai
+
+BASE = "{url}"
+CLAUDE = anthropic.Anthropic(base_url=BASE)  # reads ANTHROPIC_API_KEY now
+GPT = openai.OpenAI(base_url=BASE + "/v1")  # raises now without OPENAI_API_KEY
+
+
+def ask(name):
+    first = CLAUDE.messages.create(
+        model="m", max_tokens=9, messages=[{"role": "user", "content": name}]
+    ).content[0].text
+    second = GPT.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": name}]
+    ).choices[0].message.content
+    return first, second
+'''
+
+
+def test_clients_built_at_import_time_replay_without_a_key(
+    project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project.makeini(INI + "sakura_patch_clients = true\n")
+    # The app is imported by the conftest, before any test module (and before any fixture).
+    (project.path / "tests" / "conftest.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parent))\n"
+        "import app  # noqa: E402,F401\n"
+    )
+    with start_fake_provider() as provider:
+        (project.path / "tests" / "app.py").write_text(APP_AT_IMPORT.replace("{url}", provider.url))
+        recorded = record_then_replay(
+            project,
+            monkeypatch,
+            "import app\n\n\ndef test_ask():\n"
+            '    assert app.ask("sakura") == ("Hello, sakura!", "Hello, sakura!")\n',
+            passed=1,
+        )
+    assert len(recorded["test_app/test_ask.jsonl"].splitlines()) == 3
+    # The placeholders were the run's only: this process's environment is as it was.
+    assert not {"ANTHROPIC_API_KEY", "OPENAI_API_KEY"} & set(os.environ)
+
+
 # --- diagnostics ---------------------------------------------------------------------------
 
 
@@ -398,7 +624,7 @@ def test_app_client_retries():
     out = result.stdout.str()
     # The full message with its diff, once per test: in the chained traceback for the first,
     # in a report section for the second (raised `from None`, so not in its traceback).
-    # The app's client asked three times (two retries): the same miss is not repeated.
+    # The app's client (max_retries=2) asks once under patch_clients: a miss is not retried.
     assert out.count('-      "content": "hello",') == 3
     assert "sakura-http: CassetteMiss" in out
     assert "ERROR at teardown" not in out

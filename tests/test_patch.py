@@ -125,3 +125,39 @@ def test_a_renamed_hook_is_an_error_not_silence(
         pass  # pragma: no cover - never entered
     after = [cls.__dict__.get("_transport_for_url") for cls in (lib.Client, lib.AsyncClient)]
     assert after == before  # what was patched before the error is restored
+
+
+def _sdk_retries() -> dict[type, Any]:
+    import anthropic
+    import openai
+
+    owners = {}
+    for client_class in (
+        anthropic.Anthropic,
+        anthropic.AsyncAnthropic,
+        openai.OpenAI,
+        openai.AsyncOpenAI,
+    ):
+        owner = next(c for c in client_class.__mro__ if "_sleep_for_retry" in c.__dict__)
+        owners[owner] = owner.__dict__["_sleep_for_retry"]
+    return owners
+
+
+def test_the_sdks_retries_are_wrapped_for_the_block_and_restored(tmp_path: Path) -> None:
+    before = _sdk_retries()
+    assert len(before) == 4  # the sync and async base clients of each SDK
+    patch = patched(tmp_path / "x.jsonl", "none")
+    with pytest.raises(RuntimeError, match="boom"), patch.installed():
+        for owner, original in before.items():
+            assert owner.__dict__["_sleep_for_retry"].__wrapped__ is original
+        raise RuntimeError("boom")
+    assert _sdk_retries() == before
+
+
+def test_an_sdk_without_the_retry_method_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for owner in _sdk_retries():
+        monkeypatch.delattr(owner, "_sleep_for_retry")
+    with patched(tmp_path / "x.jsonl", "none").installed():  # misses are then retried as before
+        pass

@@ -4,7 +4,11 @@
   ``sakura_async_openai``: the SDK's own client (built by `sakura_http.llm`) over the test's
   cassette, with the marker's ``anthropic={...}`` / ``openai={...}`` as SDK keywords.
 * ``@pytest.mark.cassette(patch_clients=True)`` and the ini key ``sakura_patch_clients``: the
-  httpx / httpx2 clients the app builds itself use the test's cassette (`ClientPatch`).
+  httpx / httpx2 clients the app builds itself use the test's cassette (`ClientPatch`), with the
+  SDK fixtures' defaults: `LLM_SECRET_HEADERS` secret, `Rules.llm()` for the providers'
+  exchanges (`PATCH_CLIENTS_RULES`), no retry of a miss, and `PLACEHOLDER_API_KEY` in the SDKs'
+  key variables while replaying (from the start of the run with the ini key, so clients built
+  when the app is imported start too).
 * a test failing with an error that wraps a `CassetteError` (as the SDKs wrap a miss in their
   connection error) gets that error in its summary line, and its full message once.
 
@@ -13,14 +17,18 @@ Registered by the plugin (``pytest_plugins`` in `sakura_http.pytest_plugin`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pytest
 
-from .._core import RecordMode
+from .._core import RecordMode, resolve_mode
 from .._exceptions import CassetteError
+from .._format import Exchange
+from .._rules import Rules
 from ..llm import (
     LLM_SECRET_HEADERS,
     PLACEHOLDER_API_KEY,
@@ -38,6 +46,7 @@ if TYPE_CHECKING:
     import openai
 
 __all__ = [
+    "PATCH_CLIENTS_RULES",
     "sakura_anthropic",
     "sakura_async_anthropic",
     "sakura_async_openai",
@@ -146,6 +155,65 @@ async def sakura_async_openai(
 
 # --- patch_clients -------------------------------------------------------------------------
 
+#: The providers' API hosts: their exchanges get `Rules.llm()` under patch_clients.
+LLM_HOSTS = frozenset({"api.anthropic.com", "api.openai.com"})
+_LLM_RULES = Rules.llm()
+
+
+def _from_a_provider(exchange: Exchange) -> bool:
+    """An exchange with an LLM provider: to one of `LLM_HOSTS`, or sent by the anthropic or
+    openai SDK whatever its ``base_url`` (its user-agent is the client class's name, such as
+    ``AsyncAnthropic/Python 2.15.0`` or ``AzureOpenAI/Python 3.57.0``)."""
+    if (urlsplit(exchange.url).hostname or "") in LLM_HOSTS:
+        return True
+    for name, value in exchange.headers:
+        if name == "user-agent":
+            product = value.partition("/")[0].lower()
+            return "anthropic" in product or "openai" in product
+    return False
+
+
+def _llm_rules_for_providers(exchange: Exchange) -> Exchange:
+    if not _from_a_provider(exchange):
+        return exchange
+    headers = _LLM_RULES.scrub_response_headers(exchange.response_headers)
+    return dataclasses.replace(exchange, response_headers=headers)
+
+
+#: The rules patch_clients adds to a cassette (before the marker's ``rules=``): `Rules.llm()`'s
+#: scrubs for the exchanges with the LLM providers, so their per-call headers (date, request
+#: ids, organization ids, rate limits) are written as stable placeholders, as the SDK fixtures
+#: write them.  The other clients' exchanges are written as they are.
+PATCH_CLIENTS_RULES = Rules(before_record=_llm_rules_for_providers)
+
+
+def _placeholder_keys(env: pytest.MonkeyPatch) -> None:
+    """Put `PLACEHOLDER_API_KEY` in each SDK's key variable unless one of them is set: the SDKs
+    refuse to build a client without a key, and a replayed request never leaves the process."""
+    for variables, _ in _KEYS.values():
+        if not any(os.environ.get(v) for v in variables):
+            env.setenv(variables[0], PLACEHOLDER_API_KEY)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """With ``sakura_patch_clients = true`` and a run that replays, the placeholder keys are
+    set before any conftest or test module is imported (an app's SDK clients built at import
+    time start), and removed when the run ends."""
+    if not early_config.getini("sakura_patch_clients"):
+        return
+    options = early_config.known_args_namespace
+    if getattr(options, "sakura_record", False) or getattr(options, "sakura_record_all", False):
+        return
+    try:
+        replaying = resolve_mode(RecordMode.NONE, os.environ) is RecordMode.NONE
+    except CassetteError:  # a bad SAKURA_HTTP_RECORD: pytest_configure says so
+        return
+    if replaying:
+        env = pytest.MonkeyPatch()
+        early_config.add_cleanup(env.undo)
+        _placeholder_keys(env)
+
 
 def _patching(request: pytest.FixtureRequest) -> bool:
     marker = request.node.get_closest_marker("cassette")
@@ -157,8 +225,9 @@ def _patching(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture(autouse=True)
 def _sakura_patch_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     """With patch_clients, the httpx / httpx2 clients of the test use its cassette (see
-    `ClientPatch`), with `LLM_SECRET_HEADERS` secret; while replaying, the SDKs' key variables
-    that are not set hold `PLACEHOLDER_API_KEY`, so an app's own SDK clients start."""
+    `ClientPatch`), with `LLM_SECRET_HEADERS` secret and `PATCH_CLIENTS_RULES`; while
+    replaying, the SDKs' key variables that are not set hold `PLACEHOLDER_API_KEY`, so an app's
+    own SDK clients start."""
     if not _patching(request):
         yield
         return
@@ -167,14 +236,14 @@ def _sakura_patch_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     assert isinstance(item, pytest.Item)
     name, options = marker_cassette(item)
     secret_headers = [*LLM_SECRET_HEADERS, *options.pop("secret_headers", ())]
+    rules = options.pop("rules", None)
+    options["rules"] = (
+        PATCH_CLIENTS_RULES | rules if isinstance(rules, Rules) else rules or PATCH_CLIENTS_RULES
+    )  # anything but Rules is refused by the factory, naming the option
     transport = factory(name, outer=ClientPatch.outer(), secret_headers=secret_headers, **options)
     with pytest.MonkeyPatch.context() as env:
         if transport.mode is RecordMode.NONE:
-            # The app's SDK clients read their keys from the environment and refuse to start
-            # without one; a replayed request never leaves the process.
-            for variables, _ in _KEYS.values():
-                if not any(os.environ.get(v) for v in variables):
-                    env.setenv(variables[0], PLACEHOLDER_API_KEY)
+            _placeholder_keys(env)
         with ClientPatch(transport).installed():
             yield
 
