@@ -463,3 +463,64 @@ def test_two_4_mb_cassettes_diff_correctly(
     assert _apply(old_lines, body["diff"]) == new_lines
     removed = [line for line in body["diff"] if line.startswith("-") and line != "--- old"]
     assert removed == [f'-      "value": {i % 250}' for i in sorted(edits)]
+
+
+# --- two folders ---------------------------------------------------------------------------------
+
+
+def test_two_folders_pair_their_cassettes_by_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder in (old / "sub", new / "sub"):
+        folder.mkdir(parents=True)
+    write_cassette(old / "a.jsonl", [items()])
+    write_cassette(new / "a.jsonl", [items(status=500)])
+    write_cassette(old / "sub" / "same.jsonl", [outage()])
+    write_cassette(new / "sub" / "same.jsonl", [outage()])
+    write_cassette(old / "only-old.jsonl", [message()])
+    write_cassette(new / "sub" / "only-new.jsonl", [items(id="fresh")])
+    (new / "readme.txt").write_text("not a cassette: not compared\n")
+    result = run(capsys, "diff", old, new)
+    assert (result.code, result.err) == (1, "")
+    assert result.out.splitlines() == [
+        "=== a.jsonl",
+        "changed #1 id=list-items GET https://api.example.test/v1/items -> 500",
+        "    status: 200 -> 500",
+        "0 added, 0 removed, 1 changed, 0 unchanged",
+        "=== only-old.jsonl (removed)",
+        "removed #1 POST https://api.example.test/v1/messages -> 200",
+        "0 added, 1 removed, 0 changed, 0 unchanged",
+        "=== sub/only-new.jsonl (added)",
+        "added   #1 id=fresh GET https://api.example.test/v1/items -> 200",
+        "1 added, 0 removed, 0 changed, 0 unchanged",
+        "cassettes: 1 added, 1 removed, 1 changed, 1 unchanged",
+    ]
+    same = run(capsys, "diff", new / "sub", new / "sub")
+    assert (same.code, same.out) == (
+        0,
+        "no differences (cassettes: 0 added, 0 removed, 0 changed, 2 unchanged)\n",
+    )
+
+
+def test_a_folder_and_a_file_or_a_file_that_is_no_cassette_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cassette = write_cassette(tmp_path / "c.jsonl", [items()])
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    result = run(capsys, "diff", folder, cassette)
+    assert_one_line_error(result)
+    assert result.err == (
+        f"sakura-http diff: error: {folder} is a directory and {cassette} a file: name two "
+        "directories (their *.jsonl files are paired by their path below each) or two "
+        "cassettes\n"
+    )
+    other = tmp_path / "data.jsonl"
+    other.write_text('{"event": "click"}\n{"event": "scroll"}\n')
+    result = run(capsys, "diff", cassette, other)
+    assert result.err == (
+        f"sakura-http diff: error: {other}: this is not a sakura-http cassette: its first line "
+        "is not a cassette header (a JSON object with a schema_version)\n"
+    )
+    assert "record" not in result.err  # re-recording would overwrite what the file holds

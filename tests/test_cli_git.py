@@ -4,6 +4,7 @@ readable through `show --textconv`."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -119,8 +120,9 @@ def test_git_revision_errors_are_one_line(repo: Path, capsys: pytest.CaptureFixt
     cassette = _commit_then_change(repo)
     for argv in (
         ["diff", "no-such-rev", "--", str(cassette)],
-        ["diff", "HEAD", "--", str(cassette), str(cassette)],
-        ["diff", "--git", "HEAD", str(cassette), str(cassette)],
+        ["diff", "no-such-rev", "--", "tests"],
+        ["diff", "HEAD", "--", "tests/nowhere.jsonl"],
+        ["diff", "HEAD", "--"],
         ["diff", str(cassette)],
     ):
         result = run(capsys, *argv)
@@ -263,3 +265,150 @@ def test_the_documented_two_line_recipe_works(repo: Path) -> None:
     diff = git(repo, "diff").splitlines()
     assert '-          "content": "red",' in diff
     assert '+          "content": "yellow",' in diff
+
+
+# --- several cassettes: a re-recording reviewed as a whole ------------------------------------
+
+
+def _rerecord(root: Path) -> Path:
+    """Commit three cassettes in tests/fixtures (one in a sub-folder) and a note, then
+    re-record: one changed, one deleted, one added, one untouched."""
+    fixtures = root / "tests" / "fixtures"
+    (fixtures / "sub").mkdir()
+    write_cassette(fixtures / "chat.jsonl", [_ask("red", "Apple")])
+    write_cassette(fixtures / "gone.jsonl", [items()])
+    write_cassette(fixtures / "sub" / "same.jsonl", [items(), message()])
+    (fixtures / "notes.txt").write_text("not a cassette\n")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "record")
+    write_cassette(fixtures / "chat.jsonl", [_ask("yellow", "Banana")])
+    (fixtures / "gone.jsonl").unlink()
+    write_cassette(fixtures / "sub" / "new.jsonl", [items(id="fresh")])
+    (fixtures / "notes.txt").write_text("changed, still not a cassette\n")
+    return fixtures
+
+
+def test_diff_of_a_folder_against_a_revision_diffs_every_changed_cassette(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _rerecord(repo)
+    result = run(capsys, "diff", "HEAD", "--", "tests/fixtures")
+    assert (result.code, result.err) == (1, "")
+    lines = result.out.splitlines()
+    headings = [line for line in lines if line.startswith("=== ")]
+    assert headings == [
+        "=== tests/fixtures/chat.jsonl",
+        "=== tests/fixtures/gone.jsonl (removed)",
+        "=== tests/fixtures/sub/new.jsonl (added)",
+    ]
+    at = lines.index("=== tests/fixtures/chat.jsonl")
+    assert lines[at + 1] == (
+        "changed #1 POST https://api.example.test/v1/messages -> 200 (the request changed)"
+    )
+    assert '        +      "content": "yellow",' in lines
+    at = lines.index("=== tests/fixtures/gone.jsonl (removed)")
+    assert lines[at + 1 : at + 3] == [
+        "removed #1 id=list-items GET https://api.example.test/v1/items -> 200",
+        "0 added, 1 removed, 0 changed, 0 unchanged",
+    ]
+    at = lines.index("=== tests/fixtures/sub/new.jsonl (added)")
+    assert lines[at + 1] == "added   #1 id=fresh GET https://api.example.test/v1/items -> 200"
+    assert lines[-1] == "cassettes: 1 added, 1 removed, 1 changed, 1 unchanged"
+    assert "record-all" not in result.out + result.err
+
+    # From inside the folder, and with the folder given as "."; the same cassettes.
+    os.chdir(repo / "tests" / "fixtures")
+    here = run(capsys, "diff", "HEAD", "--", ".")
+    assert [line for line in here.out.splitlines() if line.startswith("=== ")] == [
+        "=== chat.jsonl",
+        "=== gone.jsonl (removed)",
+        "=== sub/new.jsonl (added)",
+    ]
+    assert here.out.splitlines()[-1] == lines[-1]
+
+
+def test_diff_of_a_folder_json_and_verbose(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _rerecord(repo)
+    result = run(capsys, "diff", "--json", "HEAD", "--", "tests/fixtures")
+    assert result.code == 1
+    data = json.loads(result.out)
+    assert data["summary"] == {"added": 1, "removed": 1, "changed": 1, "unchanged": 1}
+    assert data["unreadable"] == []
+    assert [(c["path"], c["status"]) for c in data["cassettes"]] == [
+        ("tests/fixtures/chat.jsonl", "changed"),
+        ("tests/fixtures/gone.jsonl", "removed"),
+        ("tests/fixtures/sub/new.jsonl", "added"),
+    ]
+    chat = data["cassettes"][0]
+    assert chat["changed"][0]["pairing"] == "method and url"
+    assert [ref["id"] for ref in data["cassettes"][1]["removed"]] == ["list-items"]
+    verbose = run(capsys, "diff", "--verbose", "HEAD", "--", "tests/fixtures")
+    assert "=== tests/fixtures/sub/same.jsonl" in verbose.out.splitlines()
+    assert "same    #2 POST https://api.example.test/v1/messages -> 200" in verbose.out
+
+
+def test_diff_of_several_files_and_of_two_revisions(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixtures = _rerecord(repo)
+    result = run(
+        capsys, "diff", "HEAD", "--", fixtures / "chat.jsonl", "tests/fixtures/sub/same.jsonl"
+    )
+    assert result.code == 1
+    assert [line for line in result.out.splitlines() if line.startswith("===")] == [
+        f"=== {fixtures / 'chat.jsonl'}"
+    ]
+    assert result.out.splitlines()[-1] == "cassettes: 0 added, 0 removed, 1 changed, 1 unchanged"
+    # A cassette deleted since the revision is shown as removed, not refused as missing.
+    gone = run(capsys, "diff", "HEAD", "--", "tests/fixtures/gone.jsonl")
+    assert gone.code == 1
+    assert gone.out.splitlines()[0].startswith("removed #1 id=list-items")
+
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "re-record")
+    (fixtures / "chat.jsonl").write_text("edited on disk, not committed\n")
+    between = run(capsys, "diff", "HEAD~1", "HEAD", "--", "tests")
+    assert between.code == 1
+    assert between.out.splitlines()[-1] == "cassettes: 1 added, 1 removed, 1 changed, 1 unchanged"
+    assert "yellow" in between.out  # the committed re-recording, not the file on disk
+    assert run(capsys, "diff", "HEAD", "HEAD", "--", "tests").out == (
+        "no differences (cassettes: 0 added, 0 removed, 0 changed, 3 unchanged)\n"
+    )
+
+
+def test_a_cassette_in_the_folder_that_cannot_be_read_is_named_and_the_rest_are_diffed(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixtures = _rerecord(repo)
+    (fixtures / "data.jsonl").write_text('{"not": "a cassette"}\n')
+    result = run(capsys, "diff", "HEAD", "--", "tests/fixtures")
+    assert result.code == 2
+    assert result.err == (
+        "sakura-http diff: error: tests/fixtures/data.jsonl: this is not a sakura-http "
+        "cassette: its first line is not a cassette header (a JSON object with a "
+        "schema_version)\n"
+    )
+    assert result.out.splitlines()[-1] == "cassettes: 1 added, 1 removed, 1 changed, 1 unchanged"
+
+
+def test_a_folder_is_never_read_as_a_cassette(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was: "HEAD:tests/fixtures:1: the header line is not valid JSON ...; re-record it with
+    # `pytest --record-all`", git's listing of the folder read as a cassette.
+    fixtures = _rerecord(repo)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "re-record")
+    moved = repo / "tests" / "moved"
+    fixtures.rename(moved)  # the folder is gone from disk: git's tree is still a folder
+    result = run(capsys, "diff", "HEAD", "--", "tests/fixtures")
+    assert (result.code, result.err) == (1, "")
+    assert result.out.splitlines()[-1] == "cassettes: 0 added, 3 removed, 0 changed, 0 unchanged"
+    file_and_folder = run(capsys, "diff", "--git", "HEAD", "tests/moved/chat.jsonl", "tests/moved")
+    assert file_and_folder.code == 1
+    shown = run(capsys, "show", "tests/moved")
+    assert shown.code == 2
+    assert shown.err == (
+        "sakura-http show: error: tests/moved is a directory, not a cassette: name a cassette "
+        "file in it\n"
+    )

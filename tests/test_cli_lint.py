@@ -82,8 +82,16 @@ def test_every_bad_line_is_reported_not_only_the_first(
     ("header", "problem"),
     [
         (b'{"schema_version":"2.0","kind":"cassette"}', "schema_version '2.0' is not supported"),
-        (b'{"kind":"cassette"}', "the first line is not a sakura-http cassette header"),
-        (b"[1, 2", "the header line is not valid JSON"),
+        (
+            b'{"kind":"cassette"}',
+            "this is not a sakura-http cassette: its first line is not a cassette header "
+            "(a JSON object with a schema_version)",
+        ),
+        (
+            b"[1, 2",
+            "this is not a sakura-http cassette: its first line is not JSON, so it is not a "
+            "cassette header",
+        ),
     ],
 )
 def test_a_bad_header_is_one_error_that_stops_the_file(
@@ -96,6 +104,9 @@ def test_a_bad_header_is_one_error_that_stops_the_file(
     assert result.out.splitlines()[0].startswith(f"{path}:1: error: {problem}")
     assert result.out.splitlines()[0].endswith("[header]")
     assert result.out.splitlines()[1] == "1 file checked: 1 error, 0 warnings"
+    if "not a sakura-http cassette" in problem:
+        # Re-recording would overwrite a file that holds something else: never advised.
+        assert "record" not in result.out
 
 
 def test_duplicate_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

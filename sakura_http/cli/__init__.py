@@ -20,6 +20,8 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -30,8 +32,18 @@ from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, parse_cassette
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
-from ._git import DRIVER, GitError, PatternError, setup_textconv, show_at_revision
-from ._lint import Finding, lint_file
+from ._git import (
+    DRIVER,
+    BlobReader,
+    GitError,
+    PatternError,
+    blob_ids,
+    files_at_revision,
+    kind_at_revision,
+    setup_textconv,
+    show_at_revision,
+)
+from ._lint import Finding, lint_file, not_a_cassette
 from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
 from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
@@ -72,13 +84,19 @@ def _dump_json(obj: Any) -> None:
 
 
 def _load(path: Path) -> CassetteContent:
-    """Load a cassette named on the command line: unlike replay, a missing file is an error."""
+    """Load a cassette named on the command line: unlike replay, a missing file is an error,
+    and so is a folder or a file that is not a cassette (said as such, never with the advice
+    to re-record it)."""
     if not path.exists():
         raise _UsageError(f"{path}: no such file")
+    if path.is_dir():
+        raise _UsageError(f"{path} is a directory, not a cassette: name a cassette file in it")
     try:
         return load_cassette(path)
     except CassetteFormatError as exc:
-        raise _UsageError(str(exc)) from None
+        with path.open("rb") as file:
+            other = not_a_cassette(file.read(1 << 16), str(path))
+        raise _UsageError(str(exc) if other is None else f"{path}: {other}") from None
     except OSError as exc:
         raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
@@ -241,49 +259,255 @@ def _render_diff(result: CassetteDiff, verbose: bool) -> None:
     _out(counts if result else f"no differences ({counts})")
 
 
-def _git_show(revision: str, path: Path) -> CassetteContent:
-    """The cassette `path` at the git `revision`; one the revision lacks is empty."""
+# A comparison of several cassettes (`diff A B` of two folders, `diff REV -- PATH...`): each
+# cassette has a name as printed and up to two sides, read only when they may differ.
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of a cassette compared: `label` names it in messages, `read` gives its bytes,
+    `blob` is git's id of them when it is known without reading them."""
+
+    label: str
+    read: Callable[[], bytes]
+    blob: str | None = None
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """A cassette compared: `old` or `new` is None when only the other side has it."""
+
+    name: str
+    old: _Side | None
+    new: _Side | None
+
+
+_CASSETTES = "*.jsonl"  # the files of a folder that are compared
+
+
+def _parse(data: bytes, label: str) -> CassetteContent:
     try:
-        data = show_at_revision(revision, path)
+        return parse_cassette(data, label)
+    except CassetteFormatError as exc:
+        other = not_a_cassette(data, label)
+        raise _UsageError(str(exc) if other is None else f"{label}: {other}") from None
+
+
+def _disk_side(path: Path) -> _Side:
+    def read() -> bytes:
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise _UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+    return _Side(str(path), read)
+
+
+def _git_side(
+    revision: str, path: Path, blob: str | None = None, reader: BlobReader | None = None
+) -> _Side:
+    def read() -> bytes:
+        try:
+            if reader is not None and blob is not None:
+                data: bytes | None = reader.read(blob)
+            else:
+                data = show_at_revision(revision, path)
+        except GitError as exc:
+            raise _UsageError(str(exc)) from None
+        return data or b""
+
+    return _Side(f"{revision}:{path}", read, blob)
+
+
+def _folder_files(folder: Path) -> dict[str, Path]:
+    """The cassettes of `folder`: every `*.jsonl` file below it, by its path below it."""
+    return {
+        path.relative_to(folder).as_posix(): path
+        for path in sorted(folder.rglob(_CASSETTES))
+        if path.is_file()
+    }
+
+
+def _git_kind(revision: str, path: Path) -> str | None:
+    try:
+        return kind_at_revision(revision, path)
     except GitError as exc:
         raise _UsageError(str(exc)) from None
-    try:
-        return parse_cassette(data or b"", f"{revision}:{path}")
-    except CassetteFormatError as exc:
-        raise _UsageError(str(exc)) from None
 
 
-def _diff_inputs(args: argparse.Namespace) -> tuple[CassetteContent, CassetteContent]:
+def _disk_kind(path: Path) -> str | None:
+    return "directory" if path.is_dir() else "file" if path.exists() else None
+
+
+def _git_compared(revisions: list[str], paths: list[str], reader: BlobReader) -> list[_Compared]:
+    """The cassettes named by `paths` (files or folders) at `revisions[0]` and on disk, or at
+    `revisions[1]`."""
+    old_rev = revisions[0]
+    new_rev = revisions[1] if len(revisions) == 2 else None
+    where = "on disk" if new_rev is None else f"at {new_rev}"
+    compared: dict[str, _Compared] = {}
+    for name in paths:
+        path = Path(name)
+        old_kind = _git_kind(old_rev, path)
+        new_kind = _disk_kind(path) if new_rev is None else _git_kind(new_rev, path)
+        if old_kind is None and new_kind is None:
+            raise _UsageError(f"{path}: no such file or directory, at {old_rev} or {where}")
+        if "directory" not in (old_kind, new_kind):
+            new_side = _disk_side(path) if new_rev is None else _git_side(new_rev, path)
+            compared[str(path)] = _Compared(
+                str(path),
+                _git_side(old_rev, path) if old_kind else None,
+                new_side if new_kind else None,
+            )
+            continue
+        if None not in (old_kind, new_kind) and old_kind != new_kind:
+            raise _UsageError(
+                f"{path} is a {old_kind} at {old_rev} and a {new_kind} {where}: name the "
+                "cassettes to compare"
+            )
+        try:
+            old_files = files_at_revision(old_rev, path) if old_kind else {}
+            if new_rev is not None:
+                new_blobs = files_at_revision(new_rev, path) if new_kind else {}
+                new_files = {
+                    rel: _git_side(new_rev, path / rel, blob, reader)
+                    for rel, blob in new_blobs.items()
+                    if fnmatch(rel, _CASSETTES)
+                }
+            else:
+                on_disk = _folder_files(path) if new_kind else {}
+                blobs = blob_ids(list(on_disk.values()))
+                new_files = {
+                    rel: replace(_disk_side(file), blob=blob)
+                    for (rel, file), blob in zip(on_disk.items(), blobs, strict=True)
+                }
+        except GitError as exc:
+            raise _UsageError(str(exc)) from None
+        old_sides = {
+            rel: _git_side(old_rev, path / rel, blob, reader)
+            for rel, blob in old_files.items()
+            if fnmatch(rel, _CASSETTES)
+        }
+        for rel in sorted(old_sides.keys() | new_files.keys()):
+            shown = (path / rel).as_posix()
+            compared[shown] = _Compared(shown, old_sides.get(rel), new_files.get(rel))
+    return list(compared.values())
+
+
+def _folders_compared(old: Path, new: Path) -> list[_Compared]:
+    """The cassettes of two folders, paired by their path below each."""
+    mine, theirs = _folder_files(old), _folder_files(new)
+    return [
+        _Compared(
+            rel,
+            _disk_side(mine[rel]) if rel in mine else None,
+            _disk_side(theirs[rel]) if rel in theirs else None,
+        )
+        for rel in sorted(mine.keys() | theirs.keys())
+    ]
+
+
+def _content(side: _Side | None, data: bytes | None) -> CassetteContent:
+    """The cassette read from `side` (`data`); an empty one when the side has none."""
+    return _parse(data or b"", "" if side is None else side.label)
+
+
+def _diff_many(args: argparse.Namespace, compared: list[_Compared], ignore: frozenset[str]) -> int:
+    """Diff each cassette of `compared`: the ones that differ are shown (all of them with
+    --verbose), each under a `=== NAME` line, then the counts of cassettes."""
+    counts = Counter[str]()
+    shown: list[dict[str, Any]] = []
+    unreadable: list[dict[str, str]] = []
+    for item in compared:
+        old, new = item.old, item.new
+        blob = None if old is None or new is None or old.blob != new.blob else old.blob
+        if blob is not None and not args.verbose:  # git's ids say they are equal: none is read
+            counts["unchanged"] += 1
+            continue
+        try:
+            old_data = None if old is None else old.read()
+            new_data = None if new is None else new.read()
+            if old_data == new_data and not args.verbose:
+                counts["unchanged"] += 1
+                continue
+            result = diff_cassettes(_content(old, old_data), _content(new, new_data), ignore)
+        except _UsageError as exc:
+            unreadable.append({"path": item.name, "reason": str(exc)})
+            continue
+        status = (
+            "added" if old is None else "removed" if new is None
+            else "changed" if result else "unchanged"
+        )  # fmt: skip
+        counts[status] += 1
+        if status == "unchanged" and not args.verbose:
+            continue
+        if args.json:
+            shown.append({"path": item.name, "status": status, **result.as_dict(args.verbose)})
+            continue
+        _out(f"=== {item.name}" + ("" if status in ("changed", "unchanged") else f" ({status})"))
+        _render_diff(result, args.verbose)
+    summary = {key: counts[key] for key in ("added", "removed", "changed", "unchanged")}
+    if args.json:
+        _dump_json({"cassettes": shown, "summary": summary, "unreadable": unreadable})
+    else:
+        line = "cassettes: " + ", ".join(f"{n} {key}" for key, n in summary.items())
+        differ = summary["added"] or summary["removed"] or summary["changed"]
+        _out(line if differ else f"no differences ({line})")
+    for problem in unreadable:
+        _err(f"{PROG} diff: error: {problem['reason']}")
+    if unreadable:
+        return EXIT_USAGE
+    return EXIT_FOUND if summary["added"] or summary["removed"] or summary["changed"] else EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    ignore = frozenset(name.lower() for name in args.ignore_header)
     paths: list[str] | None = args.git_paths
-    if args.git is not None:  # diff --git REV PATH
-        if args.new is not None:
-            raise _UsageError("with --git REV, name one cassette: diff --git REV PATH")
-        paths, revisions = [args.old], [args.git]
-    elif paths is not None:  # diff REV [REV2] -- PATH
+    if args.git is not None:  # diff --git REV PATH...
+        paths, revisions = [args.old, *([args.new] if args.new is not None else [])], [args.git]
+    elif paths is not None:  # diff REV [REV2] -- PATH...
         revisions = [args.old] if args.new is None else [args.old, args.new]
     else:
         if args.new is None:
             raise _UsageError(
-                "name two cassettes (diff OLD NEW), or a git revision and a cassette "
-                "(diff HEAD -- PATH, or diff --git HEAD PATH); see `sakura-http diff --help`"
+                "name two cassettes or directories (diff OLD NEW), or a git revision and "
+                "cassettes or directories (diff HEAD -- PATH...); see `sakura-http diff --help`"
             )
-        if not Path(args.old).exists() and Path(args.new).is_file():
+        old, new = Path(args.old), Path(args.new)
+        if not old.exists() and new.exists():
             raise _UsageError(
-                f"{args.old}: no such file; to compare {args.new} with the git revision "
-                f"{args.old}, run `sakura-http diff {args.old} -- {args.new}`"
+                f"{old}: no such file or directory; to compare {new} with the git revision "
+                f"{old}, run `sakura-http diff {old} -- {new}`"
             )
-        return _load(Path(args.old)), _load(Path(args.new))
-    if len(paths) != 1:
-        raise _UsageError("name exactly one cassette after `--`: diff REV -- PATH")
-    path = Path(paths[0])
-    old = _git_show(revisions[0], path)
-    new = _git_show(revisions[1], path) if len(revisions) == 2 else _load(path)
-    return old, new
+        if old.is_dir() and new.is_dir():
+            return _diff_many(args, _folders_compared(old, new), ignore)
+        for one, other in ((old, new), (new, old)):
+            if one.is_dir() and other.exists():
+                raise _UsageError(
+                    f"{one} is a directory and {other} a file: name two directories (their "
+                    f"{_CASSETTES} files are paired by their path below each) or two cassettes"
+                )
+        return _diff_one(args, _load(old), _load(new), ignore)
+    if not paths:
+        raise _UsageError(
+            "name the cassettes or directories to compare after `--`: diff REV -- PATH"
+        )
+    with BlobReader() as reader:
+        compared = _git_compared(revisions, paths, reader)
+        if len(paths) == 1 and [item.name for item in compared] == [str(Path(paths[0]))]:
+            (only,) = compared  # one cassette, named as such: the diff of one file
+            return _diff_one(
+                args,
+                _content(only.old, None if only.old is None else only.old.read()),
+                _content(only.new, None if only.new is None else only.new.read()),
+                ignore,
+            )
+        return _diff_many(args, compared, ignore)
 
 
-def _diff(args: argparse.Namespace) -> int:
-    old, new = _diff_inputs(args)
-    ignore = frozenset(name.lower() for name in args.ignore_header)
+def _diff_one(
+    args: argparse.Namespace, old: CassetteContent, new: CassetteContent, ignore: frozenset[str]
+) -> int:
     result = diff_cassettes(old, new, ignore)
     if args.json:
         _dump_json(result.as_dict(verbose=args.verbose))
@@ -529,16 +753,21 @@ def build_parser() -> argparse.ArgumentParser:
     diff = command(
         "diff",
         _diff,
-        "Compare two cassettes, or a cassette with a git revision; exit 1 when they differ.",
+        "Compare two cassettes or directories of cassettes, or cassettes with a git "
+        "revision; exit 1 when they differ.",
         "Exchanges pair by id, else by match key and ordinal, then by method and URL, and "
-        "show what changed, bodies as unified diffs. OLD may be a git revision: "
-        "`diff HEAD -- PATH` or `diff --git HEAD PATH` compares PATH with its committed "
-        "version, `diff REV1 REV2 -- PATH` two revisions.",
+        "show what changed, bodies as unified diffs. Two directories pair their *.jsonl "
+        "files by their path below each. OLD may be a git revision: `diff HEAD -- PATH...` "
+        "or `diff --git HEAD PATH...` compares each cassette or directory PATH with its "
+        "committed version, `diff REV1 REV2 -- PATH...` two revisions; only the cassettes "
+        "that differ are shown.",
     )
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW", nargs="?")
     diff.add_argument(
-        "--git", metavar="REV", help="compare the cassette OLD with its version at REV"
+        "--git",
+        metavar="REV",
+        help="compare the cassettes or directories OLD (and NEW) with their version at REV",
     )
     diff.add_argument(
         "--ignore-header",
@@ -549,7 +778,9 @@ def build_parser() -> argparse.ArgumentParser:
         "e.g. --ignore-header date",
     )
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
-    diff.add_argument("--verbose", action="store_true", help="also list unchanged exchanges")
+    diff.add_argument(
+        "--verbose", action="store_true", help="also list unchanged exchanges and cassettes"
+    )
     diff.set_defaults(git_paths=None)
 
     lint = command(

@@ -6,6 +6,7 @@ behaves as the user's git does: worktrees, sub-folders, `GIT_DIR` and the like a
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -14,10 +15,14 @@ from pathlib import Path
 
 __all__ = [
     "DRIVER",
+    "BlobReader",
     "GitError",
     "GitSetup",
     "PatternError",
     "attributes_line",
+    "blob_ids",
+    "files_at_revision",
+    "kind_at_revision",
     "setup_textconv",
     "show_at_revision",
     "textconv_command",
@@ -50,14 +55,121 @@ def _reason(done: subprocess.CompletedProcess[bytes]) -> str:
 def show_at_revision(revision: str, path: Path) -> bytes | None:
     """The bytes of `path` (relative to the current folder) at `revision`, or None when the
     revision does not have the file (a cassette added since).  Raises `GitError` otherwise."""
-    folder = path.parent if path.parent.is_dir() else Path.cwd()
-    done = _git("show", f"{revision}:./{path.name}", cwd=folder)
+    spec, folder = _at(revision, path)
+    done = _git("cat-file", "blob", spec, cwd=folder)  # a folder (a tree) is not a file
     if done.returncode == 0:
         return done.stdout
     reason = _reason(done)
-    if "exists on disk, but not in" in reason or "does not exist in" in reason:
+    if _missing(reason):
         return None
     raise GitError(f"cannot read {revision}:{path} from git: {reason}")
+
+
+def _at(revision: str, path: Path) -> tuple[str, Path]:
+    """`REV:./RELATIVE` naming `path` (relative to the current folder) at `revision`, and the
+    folder to run git in: git reads `./` from where it runs, so it runs in the nearest folder
+    of `path` that exists (a folder deleted since is found through its parent)."""
+    folder = path if path.is_dir() else path.parent
+    while not folder.is_dir():
+        folder = folder.parent
+    relative = Path(os.path.relpath(path, folder)).as_posix()
+    return f"{revision}:./{relative}", folder
+
+
+def _missing(reason: str) -> bool:
+    return "exists on disk, but not in" in reason or "does not exist in" in reason
+
+
+def kind_at_revision(revision: str, path: Path) -> str | None:
+    """What `path` is at `revision`: "file", "directory", or None when the revision does not have
+    it.  Raises `GitError` for a revision git does not know."""
+    spec, folder = _at(revision, path)
+    done = _git("cat-file", "-t", spec, cwd=folder)
+    if done.returncode != 0:
+        reason = _reason(done)
+        if _missing(reason):
+            return None
+        raise GitError(f"cannot read {revision}:{path} from git: {reason}")
+    kind = done.stdout.decode().strip()
+    return {"blob": "file", "tree": "directory"}.get(kind, kind)
+
+
+def files_at_revision(revision: str, folder: Path) -> dict[str, str]:
+    """Every file under `folder` at `revision`: its path below `folder` (with `/`) -> git's
+    id of its content.  Symbolic links and submodules are left out; a folder the revision does
+    not have has no files.  Raises `GitError` otherwise."""
+    spec, cwd = _at(revision, folder)
+    done = _git("ls-tree", "-r", "-z", "--full-tree", spec, cwd=cwd)
+    if done.returncode != 0:
+        # git says the same for a revision it does not know: ask which it is.
+        if kind_at_revision(revision, folder) is None:
+            return {}
+        raise GitError(f"cannot list {revision}:{folder} from git: {_reason(done)}")
+    files: dict[str, str] = {}
+    for entry in done.stdout.split(b"\0"):
+        if entry:
+            info, _, name = entry.partition(b"\t")
+            mode, kind, blob = info.decode().split()
+            if kind == "blob" and mode in ("100644", "100755"):
+                files[name.decode("utf-8", "surrogateescape")] = blob
+    return files
+
+
+def blob_ids(paths: list[Path]) -> list[str]:
+    """git's ids of the contents of `paths` (files on disk), as `git add` would store them in
+    the repository of the current folder: comparing them with `files_at_revision` tells
+    unchanged files without reading the revision's.  Raises `GitError` when git cannot."""
+    if not paths:
+        return []
+    names = "".join(f"{path.resolve()}\n" for path in paths).encode("utf-8", "surrogateescape")
+    try:
+        done = subprocess.run(
+            ["git", "hash-object", "--stdin-paths"], input=names, capture_output=True, check=False
+        )
+    except OSError as exc:
+        raise GitError(f"cannot run git ({exc.strerror or exc})") from None
+    if done.returncode != 0:
+        raise GitError(f"git hash-object failed: {_reason(done)}")
+    return done.stdout.decode().split()
+
+
+class BlobReader:
+    """Reads file contents by their git id through one `git cat-file --batch` process, one
+    at a time, for as long as the `with` block lasts."""
+
+    def __init__(self) -> None:
+        try:
+            self._git: subprocess.Popen[bytes] = subprocess.Popen(
+                ["git", "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as exc:
+            raise GitError(f"cannot run git ({exc.strerror or exc})") from None
+
+    def read(self, blob: str) -> bytes:
+        """The content of the blob `blob`; `GitError` when git does not have it."""
+        stdin, stdout = self._git.stdin, self._git.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(f"{blob}\n".encode())
+        stdin.flush()
+        head = stdout.readline().decode().split()
+        if len(head) != 3 or head[1] != "blob":
+            raise GitError(f"git cat-file cannot read {blob}: {' '.join(head) or 'no answer'}")
+        data = stdout.read(int(head[2]))
+        stdout.read(1)  # the newline after each content
+        return data
+
+    def __enter__(self) -> BlobReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._git.stdin is not None:
+            self._git.stdin.close()
+        if self._git.stdout is not None:
+            self._git.stdout.close()
+        self._git.wait()
 
 
 def textconv_command(python: str | None = None) -> str:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
+
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
@@ -56,6 +58,7 @@ __all__ = [
     "lint_exchange",
     "lint_file",
     "mask",
+    "not_a_cassette",
 ]
 
 Severity = Literal["error", "warning"]
@@ -306,13 +309,40 @@ def _format_finding(exc: CassetteFormatError, check: str) -> Finding:
 
 
 def _foreign_finding(name: str, kind: str) -> Finding:
-    return Finding(
-        name,
-        None,
-        "error",
-        "foreign",
+    return Finding(name, None, "error", "foreign", _foreign(name, kind))
+
+
+def _foreign(name: str, kind: str) -> str:
+    return (
         f"this looks like a {kind} cassette, which sakura-http cannot replay as it is; import "
-        f"it with `sakura-http convert {name} OUT.jsonl`",
+        f"it with `sakura-http convert {name} OUT.jsonl`"
+    )
+
+
+def not_a_cassette(data: bytes, name: str) -> str | None:
+    """Why `data`, read from `name`, is not a sakura-http cassette at all, or None when it
+    starts with a cassette header (of this format version or another).
+
+    A vcrpy or cassetter cassette gets the advice to import it; anything else is said to be
+    something else.  Never the advice to re-record it: that would overwrite a file that holds
+    something other than a cassette.
+    """
+    kind = sniff(data)
+    if kind is not None:
+        return _foreign(name, kind)
+    first = data.split(b"\n", 1)[0]
+    try:
+        header = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return (
+            "this is not a sakura-http cassette: its first line is not JSON, so it is not a "
+            "cassette header"
+        )
+    if isinstance(header, dict) and "schema_version" in header:
+        return None
+    return (
+        "this is not a sakura-http cassette: its first line is not a cassette header "
+        "(a JSON object with a schema_version)"
     )
 
 
@@ -335,10 +365,14 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
                     decode_header(line, name, number)
                 except CassetteFormatError as exc:
                     kind = sniff(data)
-                    if kind is None:
+                    if kind is not None:
+                        findings.append(_foreign_finding(name, kind))
+                        return findings
+                    other = not_a_cassette(data, name)
+                    if other is None:  # a cassette header of another version, say
                         findings.append(_format_finding(exc, "header"))
                     else:
-                        findings.append(_foreign_finding(name, kind))
+                        findings.append(Finding(name, number, "error", "header", other))
                     return findings
                 continue
             try:
