@@ -557,6 +557,62 @@ def sse_cassette(dst: str, url: str, events: int) -> dict[str, Any]:
     return {}
 
 
+def rerecorded_cassettes(old: str, new: str, size: int) -> dict[str, Any]:
+    """Measure 8: two cassettes of about `size` bytes each, the second a re-recording of the
+    first (not timed).  Half the bytes are one exchange whose JSON body lists many similar
+    records, the shape that made the diff quadratic; the rest are exchanges of about 20 KB.
+    The re-recording changes every response id and one record value in a hundred."""
+    import random
+
+    from sakura_http._format import Exchange, encode_exchange, encode_header
+
+    def records(count: int, seed: int | None) -> list[dict[str, Any]]:
+        rnd = random.Random(seed)
+        return [
+            {
+                "name": f"row-{i % 300}",
+                "value": rnd.randrange(1000, 2000) if seed and rnd.random() < 0.01 else i % 250,
+            }
+            for i in range(count)
+        ]
+
+    def exchange(index: int, count: int, seed: int | None) -> Exchange:
+        rnd = random.Random(f"{index}-{seed}")
+        body = {"id": f"msg_{rnd.getrandbits(96):024x}", "records": records(count, seed)}
+        return Exchange(
+            "POST",
+            f"https://api.example.test/v1/records/{index}",
+            headers=(("content-type", "application/json"),),
+            body=json.dumps({"page": index}).encode(),
+            response_headers=(("content-type", "application/json"),),
+            response_body=json.dumps(body).encode(),
+        )
+
+    record_bytes = 38  # about, as json.dumps writes one
+    small = 20_000 // record_bytes
+    for path, seed in ((old, None), (new, 1)):
+        exchanges = [exchange(0, size // 2 // record_bytes, seed)]
+        exchanges += [exchange(i, small, seed) for i in range(1, size // 2 // 20_000 + 1)]
+        Path(path).write_bytes(encode_header() + b"".join(map(encode_exchange, exchanges)))
+    return {"bytes": Path(old).stat().st_size}
+
+
+def diff(old: str, new: str) -> dict[str, Any]:
+    """Measure 8: `sakura-http diff --json OLD NEW` in-process, its output thrown away; the
+    command is imported before the clock starts."""
+    import io
+
+    from sakura_http.cli import main as cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        started = time.perf_counter()
+        code = cli(["diff", "--json", old, new])
+        elapsed = time.perf_counter() - started
+    assert code == 1, out.getvalue()[-500:]
+    return {"diff_s": elapsed}
+
+
 def h11_floor(path: str) -> None:
     """The proxy's floor, run as its own process (``measures.py --h11-floor PATH``): a minimal
     anyio + h11 server on 127.0.0.1 answering every request with the first recorded response of
@@ -651,6 +707,8 @@ def proxy_replay(tool: str, path: str, base: str, count: int, clients: int) -> d
 
 
 KINDS: dict[str, Callable[..., dict[str, Any]]] = {
+    "diff": diff,
+    "rerecorded_cassettes": rerecorded_cassettes,
     "proxy_replay": proxy_replay,
     "record": record,
     "replay": replay,

@@ -45,10 +45,11 @@ class Sizes:
     load_count: int
     big_body: int
     first_chunk_count: int
+    diff_bytes: int  # the larger pair of measure 8; the smaller is a quarter of it
 
 
-FULL = Sizes(5, 1_000, 1_000, (10, 1_000, 10_000), 10_000, 16 * MIB, 20)
-QUICK = Sizes(1, 50, 30, (10, 200), 200, 1 * MIB, 3)
+FULL = Sizes(5, 1_000, 1_000, (10, 1_000, 10_000), 10_000, 16 * MIB, 20, 4_000_000)
+QUICK = Sizes(1, 50, 30, (10, 200), 200, 1 * MIB, 3, 400_000)
 
 
 @dataclass
@@ -457,6 +458,33 @@ def measure_proxy(run: Run) -> None:
     run.add(row)
 
 
+def measure_diff(run: Run) -> None:
+    """8. `sakura-http diff` of a re-recorded cassette: the time per byte for two cassettes of
+    4 MB against two of 1 MB.  A diff that grows with the square of the size shows 4x here,
+    a linear one 1x."""
+    sizes = {"small": run.sizes.diff_bytes // 4, "large": run.sizes.diff_bytes}
+    specs = {}
+    for name, size in sizes.items():
+        old, new = (str(run.workdir / f"diff-{name}-{side}.jsonl") for side in ("old", "new"))
+        made = run.measure("rerecorded_cassettes", repeat=1, old=old, new=new, size=size)
+        assert made is not None
+        sizes[name] = made["bytes"]
+        specs[name] = {"old": old, "new": new}
+    results = run.measure_each("diff", specs)
+    small, large = results["small"]["diff_s"], results["large"]["diff_s"]
+    ratio = (large / sizes["large"]) / (small / sizes["small"])
+    row = Row(
+        f"8. Diff two re-recorded {sizes['large'] / 1e6:.1f} MB cassettes, per byte, vs two of "
+        f"{sizes['small'] / 1e6:.1f} MB",
+        target="<= 1.5x",
+    )
+    row.ratios["sakura-http"] = ratio
+    row.cells["sakura-http"] = f"{ratio:.2f}x ({_ms(large)})"
+    row.cells["floor"] = f"{_ms(small)} for {sizes['small'] / 1e6:.1f} MB"
+    row.met = ratio <= 1.5
+    run.add(row)
+
+
 # --- output -----------------------------------------------------------------------------------
 
 
@@ -582,6 +610,7 @@ def main(argv: list[str] | None = None) -> int:
         measure_streaming(run)
         measure_import(run)
         measure_proxy(run)
+        measure_diff(run)
     print()
     print(table(run))
     print()

@@ -27,7 +27,9 @@ def test_quick_benchmark_prints_every_measure(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "| Measure | sakura-http |" in out
-    for measure in ("1. Replay", "2. Replay", "3. Open", "4. Record", "5. Replay", "6. Import"):
+    for measure in (
+        "1. Replay", "2. Replay", "3. Open", "4. Record", "5. Replay", "6. Import", "8. Diff",
+    ):  # fmt: skip
         assert f"| {measure}" in out, f"no row for {measure!r}:\n{out}"
     assert "| 7. Replay" in out or "the proxy has not landed" in out
     # The chart is drawn when matplotlib (the `bench` extra) is there, and said so when not.
