@@ -181,8 +181,23 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         """How many exchanges this transport has written."""
         return self._user.appended
 
+    @property
+    def exchanges(self) -> list[Exchange]:
+        """The cassette's exchanges in file order, as this run holds them: those loaded, then
+        those recorded so far (in mode "all", only those recorded so far).  A copy: changing
+        it changes nothing.  Every transport of the cassette shares them (see `play_count`)."""
+        return list(self._user.session.exchanges)
+
+    @property
+    def play_count(self) -> int:
+        """How many answers the cassette's session has replayed in this run: every transport,
+        SDK client, fixture and proxy on the cassette file counts, a repeat (`allow_repeats`)
+        counts again, a recorded exchange does not.  vcrpy's ``cassette.play_count``."""
+        return self._user.session.replays
+
     def unplayed(self) -> list[Exchange]:
-        """Recorded exchanges that no request has played yet, in cassette order."""
+        """Recorded exchanges that no request has played yet, in cassette order (none left:
+        vcrpy's ``cassette.all_played``)."""
         return self._user.unplayed()
 
     def __repr__(self) -> str:

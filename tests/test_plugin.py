@@ -507,7 +507,7 @@ def test_the_complete_example_in_the_docs_runs_offline(pytester: pytest.Pytester
         target.write_text(body)
     fixtures = pytester.path / "tests" / "fixtures"
     before = snapshot(fixtures)
-    pytester.runpytest("-W", "error").assert_outcomes(passed=2)
+    pytester.runpytest("-W", "error").assert_outcomes(passed=3)
     assert snapshot(fixtures) == before
 
 

@@ -60,7 +60,13 @@ pytest_plugins = ["sakura_http.pytest_plugin._llm_fixtures"]  # SDK fixtures, pa
 EXIT_NO_RECORD_HOSTS = 75
 
 _SAKURA_FIXTURES = frozenset(
-    {"sakura_fixtures", "sakura_recording", "sakura_transport", "sakura_rules"}
+    {
+        "sakura_cassette",
+        "sakura_fixtures",
+        "sakura_recording",
+        "sakura_rules",
+        "sakura_transport",
+    }
 )
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _LEDGER_KEY = "sakura_http_played"
@@ -729,6 +735,20 @@ def sakura_transport(
     transport = sakura_recording(name, **options)
     yield transport
     fail_if_unused(transport, "sakura_transport")
+
+
+@pytest.fixture
+def sakura_cassette(
+    request: pytest.FixtureRequest, sakura_recording: CassetteFactory
+) -> RecordingTransport:
+    """The test's cassette (its ``cassette`` marker's, as for ``sakura_transport``), to read
+    what it replayed: ``exchanges`` (in file order), ``play_count`` and ``unplayed()``, shared
+    by every transport, SDK client and proxy of the cassette in the test.  It is a
+    `RecordingTransport` on that cassette; unlike ``sakura_transport`` it may go unused."""
+    item = request.node
+    assert isinstance(item, pytest.Item)
+    name, options = marker_cassette(item)
+    return sakura_recording(name, **options)
 
 
 @pytest.fixture(autouse=True)
