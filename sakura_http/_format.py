@@ -229,14 +229,14 @@ def encode_exchange(exchange: Exchange) -> bytes:
         name = unspellable_name(exchange.response_headers)
         if name is not None:
             raise ValueError(
-                f"response header name {name!r} has a character outside Latin-1, which no HTTP "
-                "response can carry"
+                f"response header name {_quoted(name)} has a character outside Latin-1, which no "
+                "HTTP response can carry"
             )
         if exchange.response_header_charset != "utf-8":
             if exchange.response_header_charset not in _CHARSETS:
                 raise ValueError(
                     f"response_header_charset must be one of {_CHARSETS}, "
-                    f"not {exchange.response_header_charset!r}"
+                    f"not {_quoted(exchange.response_header_charset)}"
                 )
             header_bytes(exchange.response_headers, "latin-1")  # a value it cannot spell raises
             obj["response_header_charset"] = exchange.response_header_charset
@@ -261,6 +261,15 @@ def encode_exchange(exchange: Exchange) -> bytes:
 
 class _Bad(Exception):
     """A field problem inside one line; turned into CassetteFormatError with the line number."""
+
+
+def _quoted(value: object) -> str:
+    """`value` as a format error quotes it: never a credential, never a wall of text
+    (`_policy.shown_value`, the one rule for every message).  Imported on the error path only:
+    `_policy` imports this module."""
+    from ._policy import shown_value
+
+    return shown_value(value)
 
 
 def torn_tail(data: bytes) -> bytes:
@@ -342,12 +351,12 @@ def decode_header(
         raise CassetteFormatError(
             path,
             number,
-            f"schema_version {version!r} is not supported (this sakura-http reads 1.x); "
+            f"schema_version {_quoted(version)} is not supported (this sakura-http reads 1.x); "
             f"{RERECORD_HINT}",
         )
     if obj.get("kind", "cassette") != "cassette":
         raise CassetteFormatError(
-            path, number, f"kind {obj.get('kind')!r} is not 'cassette'; {RERECORD_HINT}"
+            path, number, f"kind {_quoted(obj.get('kind'))} is not 'cassette'; {RERECORD_HINT}"
         )
     return obj
 
@@ -375,7 +384,9 @@ def _headers(obj: dict[str, Any], key: str) -> Headers:
             or not isinstance(item[0], str)
             or not isinstance(item[1], str)
         ):
-            raise _Bad(f"field {key!r} must be a list of [name, value] string pairs, got {item!r}")
+            raise _Bad(
+                f"field {key!r} must be a list of [name, value] string pairs, got {_quoted(item)}"
+            )
         pairs.append((item[0].lower(), item[1]))
     return tuple(pairs)
 
@@ -425,14 +436,15 @@ def unspellable_name(headers: Headers) -> str | None:
 def _check_latin1(charset: Any, headers: Headers) -> None:
     if charset != "latin-1":
         raise _Bad(
-            f"field 'response_header_charset' must be \"latin-1\" if present, not {charset!r}"
+            "field 'response_header_charset' must be \"latin-1\" if present, not "
+            + _quoted(charset)
         )
     for name, value in headers:
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:
             raise _Bad(
-                f"response header {name!r} has a character outside Latin-1, which "
+                f"response header {_quoted(name)} has a character outside Latin-1, which "
                 "'response_header_charset': 'latin-1' cannot spell"
             ) from None
 
@@ -441,7 +453,7 @@ def _check_names(headers: Headers) -> None:
     name = unspellable_name(headers)
     if name is not None:
         raise _Bad(
-            f"response header name {name!r} has a character outside Latin-1, which no HTTP "
+            f"response header name {_quoted(name)} has a character outside Latin-1, which no HTTP "
             "response can carry"
         )
 
@@ -480,7 +492,7 @@ def _exchange(obj: Any) -> Exchange:
             raise _Bad("missing field 'status'")
         status = obj["status"]
         if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
-            raise _Bad(f"field 'status' must be an HTTP status code, got {status!r}")
+            raise _Bad(f"field 'status' must be an HTTP status code, got {_quoted(status)}")
         response_headers = _headers(obj, "response_headers")
         _check_names(response_headers)
         response_body = _body(obj, "response_body")

@@ -31,7 +31,7 @@ import orjson
 
 from ._advice import Advice
 from ._format import Exchange, Headers
-from ._policy import is_credential_header, shown_header_value
+from ._policy import is_credential_header, shown_header_value, shown_url
 from ._rules import Rules
 from ._value import Value
 
@@ -440,7 +440,8 @@ def differences(
     if mine.method != theirs.method:
         out.append(f"method: request {request.method}, recorded {exchange.method}")
     if mine.url != theirs.url:
-        out.append(f"url: request {mine.url}, recorded {theirs.url}")
+        shown = shown_url(mine.url, rules.secret_query), shown_url(theirs.url, rules.secret_query)
+        out.append(f"url: request {shown[0]}, recorded {shown[1]}")
     out.extend(_header_differences(mine.ordinary, theirs.ordinary, rules.secret))
     if mine.body != theirs.body:
         out.append("body differs:")

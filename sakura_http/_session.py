@@ -49,6 +49,7 @@ from ._policy import (
     drop_secret_headers,
     refuse_credentials,
     secrets_of,
+    shown_url,
 )
 from ._rules import apply_hook, scrub_written, with_notes
 
@@ -127,8 +128,6 @@ class CassetteSession:
         self._users = 0
         self._failed = False
         self.appended = 0
-        #: How many answers were replayed from the cassette (a repeat counts again).
-        self.replays = 0
 
         try:
             content = load_cassette(self.path)
@@ -237,11 +236,9 @@ class CassetteSession:
                 exchange = slot.exchanges[slot.cursor]
                 self._played.add(id(exchange))
                 slot.cursor += 1
-                self.replays += 1
                 return tuple.__new__(Plan, (action, key, exchange))  # see `Plan`
             if action is Action.REPEAT:
                 assert slot is not None
-                self.replays += 1
                 return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
         if action is Action.MISS:
             raise self._miss(request, slot, rules, advice)
@@ -250,7 +247,9 @@ class CassetteSession:
     def _miss(
         self, request: RequestData, slot: _Slot | None, rules: MatchRules, advice: Advice
     ) -> CassetteMiss:
-        head = f"{request.method} {request.url} is not in the cassette {self.path}"
+        # No message prints a secret query value (`shown_url`): a miss goes to CI logs.
+        url = shown_url(request.url, rules.secret_query)
+        head = f"{request.method} {url} is not in the cassette {self.path}"
         lines = [head]
         nearest: list[str] = []
         if slot is not None:
@@ -262,7 +261,8 @@ class CassetteSession:
             for index, exchange, diffs in explain_miss(
                 request, self.exchanges, rules, advice=advice
             ):
-                text = f"#{index + 1} {exchange.method} {exchange.url}"
+                shown = shown_url(exchange.url, rules.secret_query)
+                text = f"#{index + 1} {exchange.method} {shown}"
                 nearest.append("\n      ".join([text, *diffs]))
             if nearest:
                 lines.append("  nearest recorded exchanges (what differs):")
@@ -415,14 +415,16 @@ class CassetteUser:
         advice = self.config.advice
         if refusal is Refusal.NO_OUTER:
             return RecordingForbidden(
-                f"{request.method} {request.url} must be recorded (mode {self.mode.value!r}), "
+                f"{request.method} {shown_url(request.url, self.config.secret_query_params)} "
+                f"must be recorded (mode {self.mode.value!r}), "
                 f"but the transport for {self.path} has outer=None, so it has no "
                 f"network. {advice.give_outer()[:1].upper()}{advice.give_outer()[1:]}",
                 host=request.host,
             )
         allowed = ", ".join(self._record_hosts.entries if self._record_hosts else ()) or "none"
         return RecordingForbidden(
-            f"{request.method} {request.url} would record from host "
+            f"{request.method} {shown_url(request.url, self.config.secret_query_params)} "
+            "would record from host "
             f"{request.host}:{request.port}, which is not in record_hosts ({allowed}). "
             f"Add it if recording from it is intended: {advice.add_record_host(request.host)}",
             host=request.host,

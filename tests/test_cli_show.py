@@ -122,7 +122,8 @@ def test_textconv_never_fails_so_git_diff_never_does(
     assert result.out.splitlines() == [
         "# sakura-http: not a readable cassette (the last line is incomplete (no trailing "
         "newline): a recording was interrupted mid-write. Run `sakura-http repair` on the file "
-        "to drop it (a backup is kept), then record again); its lines as they are:",
+        "to drop it (a backup is kept), then record again); its lines as they are, credential "
+        "values hidden:",
         '{"schema_version":"1.0"}',
         '{"method":"GE',
     ]

@@ -486,6 +486,46 @@ def test_every_malformed_field_of_a_common_line_names_its_line(
     assert caught.value.line == 4
 
 
+#: A credential that a hand-edited or old cassette may hold where a format error points.
+NEVER_PRINTED = "sk-ant-api03-FAKE-never-printed-0123456789"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("headers", [["authorization", f"Bearer {NEVER_PRINTED}", "extra"]]),
+        ("headers", [["x-api-key", NEVER_PRINTED, None]]),
+        ("headers", [["X-Session-Id", [NEVER_PRINTED]]]),
+        ("headers", [{"authorization": NEVER_PRINTED}]),
+        ("response_headers", [["set-cookie", f"session={NEVER_PRINTED}", 1]]),
+        ("status", {"x-api-key": NEVER_PRINTED}),
+        ("status", f"a status padded out to hide a key {NEVER_PRINTED}"),
+        ("headers", [["x-custom", f"a value long enough to be elided: {NEVER_PRINTED}", 3]]),
+    ],
+)
+def test_a_format_error_never_prints_a_credential_value(field: str, value: object) -> None:
+    # Format errors go to CI logs: a credential header's value is never quoted, and a long
+    # value is shown by its first characters and its length.
+    bad = orjson.dumps({**_VALID, field: value}) + b"\n"
+    with pytest.raises(CassetteFormatError) as caught:
+        parse_cassette(HEADER + bad, P)
+    text = str(caught.value)
+    assert caught.value.line == 2
+    assert "NEVER" not in text and "never-printed" not in text, text
+    assert f"field {field!r}" in text
+
+
+def test_a_format_error_quotes_a_short_value_and_elides_a_long_one() -> None:
+    short = orjson.dumps({**_VALID, "headers": [["a", "b", "c"]]}) + b"\n"
+    with pytest.raises(CassetteFormatError, match=re.escape("got ['a', 'b', 'c']")):
+        parse_cassette(HEADER + short, P)
+    long = orjson.dumps({**_VALID, "status": "x" * 5000}) + b"\n"
+    with pytest.raises(CassetteFormatError) as caught:
+        parse_cassette(HEADER + long, P)
+    assert "x" * 41 not in str(caught.value)
+    assert "(5,000 chars)" in str(caught.value)
+
+
 def test_request_headers_shared_between_lines_are_still_checked_on_every_line() -> None:
     good = orjson.dumps(_VALID) + b"\n"
     bad = good.replace(b'["X-Case","v"]', b'["X-Case",1]')

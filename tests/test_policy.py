@@ -36,14 +36,19 @@ from sakura_http._format import Exchange, encode_exchange, encode_header
 from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
 from sakura_http._policy import (
     NOT_CREDENTIAL_HEADERS,
+    SHOWN_CHARS,
+    SHOWN_HEAD,
     BodyDecoder,
     Redactor,
     SecretMemory,
     check_redactable,
     is_credential_header,
+    names_a_secret,
     refuse_credentials,
     secrets_of,
     shown_header_value,
+    shown_url,
+    shown_value,
 )
 from sakura_http.cli import main
 from sakura_http.cli._lint import lint_bytes
@@ -343,6 +348,83 @@ def test_a_miss_never_prints_a_credential_value() -> None:
     assert key not in text and "AIzaSyOTHER" not in text
     assert shown_header_value("accept", "*/*") == "*/*"
     assert shown_header_value("x-thing", "v", frozenset({"x-thing"})) == "<hidden, 1 chars>"
+
+
+def test_a_miss_never_prints_a_secret_query_value(drive: Driver, tmp_path: Path) -> None:
+    # `password` has a credential shape; `sig` is a declared secret parameter (a default one)
+    # that a cassette recorded before it was declared still holds raw.
+    recorded = "https://api.example.test/v1?password=recorded-0123456789&sig=rec-sig-0123456&q=1"
+    path = write_cassette(tmp_path / "c.jsonl", [Exchange("GET", recorded, status=200)])
+    transport = drive.transport(path, mode="none")
+    live = "https://api.example.test/v1?password=live-value-0123456789&sig=live-sig-0123&q=2"
+    with pytest.raises(CassetteMiss) as caught:
+        drive.send(transport, "GET", live)
+    text = str(caught.value)
+    for value in ("recorded-0123456789", "rec-sig-0123456", "live-value-0123456789", "live-sig"):
+        assert value not in text, text
+    assert "password=<hidden, 21 chars>" in text
+    assert "q=1" in text and "q=2" in text  # the rest of the URL still says what differs
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("*/*", "'*/*'"),
+        ("x" * SHOWN_CHARS, repr("x" * SHOWN_CHARS)),
+        ("y" * 1234, f"{'y' * SHOWN_HEAD!r}... (1,234 chars)"),
+        (b"z" * 50, f"{b'z' * SHOWN_HEAD!r}... (50 bytes)"),
+        (200, "200"),
+        (None, "None"),
+        (["a", "b", "c"], "['a', 'b', 'c']"),
+        (["Authorization", "Bearer sk-0123456789", "x"],
+         "['Authorization', <hidden, 20 chars>, <hidden, 1 chars>]"),
+        (["x-session-id", 7, ["tok"]], "['x-session-id', <hidden int>, <hidden list>]"),
+        (["set-cookie2", b"sid=1"], "['set-cookie2', <hidden, 5 bytes>]"),
+        ({"x-api-key": "k-0123456789", "a": 1}, "{'x-api-key': <hidden, 12 chars>, 'a': 1}"),
+        ([["cookie", "c=1"]], "[['cookie', <hidden, 3 chars>]]"),
+        (list(range(10)), "[0, 1, 2, 3, 4, 5, ... 4 more]"),
+        ([[[["deep"]]]], "[[[<list of 1>]]]"),
+    ],
+)  # fmt: skip
+def test_shown_value_quotes_no_credential_and_no_wall_of_text(value: object, shown: str) -> None:
+    assert shown_value(value) == shown
+
+
+def test_shown_value_hides_what_it_is_told_is_secret() -> None:
+    assert shown_value("hunter2-0123", hidden=True) == "<hidden, 12 chars>"
+    assert shown_value({"a": 1}, hidden=True) == "<hidden dict>"
+    assert shown_value(10**5000) == "<int too long to show>"  # more digits than str() makes
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://h.test/a?q=1", "https://h.test/a?q=1"),
+        ("https://h.test/a?password=pw-0123&q=1",
+         "https://h.test/a?password=<hidden, 7 chars>&q=1"),
+        ("https://h.test/?sig=abc&api_key=k1&key=k2",
+         "https://h.test/?sig=<hidden, 3 chars>&api_key=<hidden, 2 chars>&key=<hidden, 2 chars>"),
+        ("https://h.test/?X_Token=t1#frag", "https://h.test/?X_Token=<hidden, 2 chars>#frag"),
+        ("https://h.test/?pass%77ord=p1", "https://h.test/?pass%77ord=<hidden, 2 chars>"),
+        ("https://h.test/?token=<redacted>&token=%3Credacted%3E",
+         "https://h.test/?token=<redacted>&token=%3Credacted%3E"),
+        ("https://h.test/?token=&token", "https://h.test/?token=&token"),
+        ("https://user:pw-0123@h.test/a", "https://<hidden, 12 chars>@h.test/a"),
+        ("https://ghp_tok0123@h.test/a?b=1", "https://<hidden, 11 chars>@h.test/a?b=1"),
+        ("not a url ?session=s-0123", "not a url ?session=<hidden, 6 chars>"),
+    ],
+)  # fmt: skip
+def test_shown_url_hides_secret_query_values_and_userinfo(url: str, shown: str) -> None:
+    assert shown_url(url, frozenset({"sig"})) == shown
+
+
+def test_a_credential_header_value_is_shown_by_its_length_but_the_marker_as_it_is() -> None:
+    assert shown_header_value("x-session-id", "s-0123") == "<hidden, 6 chars>"
+    assert shown_header_value("set-cookie", "sid=1") == "<hidden, 5 chars>"
+    assert shown_header_value("set-cookie", "<redacted>") == "<redacted>"
+    assert shown_header_value("x-request-id", "r-1") == "r-1"
+    assert names_a_secret("Set-Cookie2") and names_a_secret("x-thing", {"x-thing"})
+    assert not names_a_secret("accept")
 
 
 # --- finding echoes ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import orjson
 from .._cassette import load_cassette
 from .._exceptions import CassetteError, CassetteFormatError
 from .._format import CassetteContent, Exchange, parse_cassette
+from .._policy import shown_value
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._diff import CassetteDiff, Change, ExchangeRef, diff_cassettes
 from ._git import (
@@ -44,9 +45,18 @@ from ._git import (
     show_at_revision,
 )
 from ._lint import Finding, lint_file, not_a_cassette
+from ._migrate import add_migrate_command
 from ._proxy import add_proxy_commands
 from ._repair import RepairRefused, repair_cassette
-from ._show import body_lines, exchanges_json, html_page, human_size, textconv_lines
+from ._show import (
+    body_lines,
+    exchanges_json,
+    html_page,
+    human_size,
+    masked_line,
+    textconv_lines,
+    url_shown,
+)
 
 __all__ = ["main"]
 
@@ -113,7 +123,7 @@ def _describe(ref: ExchangeRef) -> str:
     ex = ref.exchange
     ident = f" id={ex.id}" if ex.id is not None else ""
     outcome = _status_text(ex) if ex.error is None else f"error {ex.error.type}"
-    return f"#{ref.index + 1}{ident} {ex.method} {ex.url} -> {outcome}"
+    return f"#{ref.index + 1}{ident} {ex.method} {url_shown(ex.url)} -> {outcome}"
 
 
 # --- show ------------------------------------------------------------------------------------
@@ -139,8 +149,12 @@ def _textconv(path: Path) -> int:
     try:
         content = parse_cassette(data, path)
     except CassetteFormatError as exc:
-        _out(f"# sakura-http: not a readable cassette ({exc.problem}); its lines as they are:")
-        sys.stdout.write(data.decode("utf-8", "replace"))
+        _out(
+            f"# sakura-http: not a readable cassette ({exc.problem}); its lines as they are, "
+            "credential values hidden:"
+        )
+        text = data.decode("utf-8", "replace")
+        sys.stdout.write("\n".join(masked_line(line) for line in text.split("\n")))
         if data and not data.endswith(b"\n"):
             _out()
         return EXIT_OK
@@ -177,7 +191,7 @@ def _show(args: argparse.Namespace) -> int:
         _out(
             f"#{index + 1:<{index_width}}  {ident}{ex.method:<{method_width}}  "
             f"{_status_text(ex):>3}  {sent:>{sent_width}} -> {received:<{received_width}}  "
-            f"{ex.url}{_markers(ex)}"
+            f"{url_shown(ex.url)}{_markers(ex)}"
         )
         if args.bodies:
             if ex.error is not None:
@@ -220,7 +234,7 @@ def _show_totals(exchanges: Sequence[Exchange]) -> str:
 def _values(values: list[str] | None) -> str:
     if values is None:
         return "(absent)"
-    return ", ".join(repr(v) for v in values)
+    return ", ".join(shown_value(v) for v in values)
 
 
 def _change_lines(change: Change) -> list[str]:
@@ -230,8 +244,10 @@ def _change_lines(change: Change) -> list[str]:
     if change.diff:
         head = f"{change.field}: {human_size(change.old)} -> {human_size(change.new)}"
         return [head, *(f"    {line}" for line in change.diff)]
+    if change.field == "url":  # a URL is printed whole (`_diff` hid its secret query values)
+        return [f"url: {change.old} -> {change.new}"]
     name = f" {change.name}" if change.name is not None else ""
-    return [f"{change.field}{name}: {change.old!r} -> {change.new!r}"]
+    return [f"{change.field}{name}: {shown_value(change.old)} -> {shown_value(change.new)}"]
 
 
 def _render_diff(result: CassetteDiff, verbose: bool) -> None:
@@ -837,6 +853,7 @@ def build_parser() -> argparse.ArgumentParser:
     repair.add_argument("cassette", metavar="CASSETTE")
 
     add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
+    add_migrate_command(command)  # migrate: libcst is imported when it runs
     return parser
 
 

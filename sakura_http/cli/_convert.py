@@ -35,10 +35,11 @@ import httpx
 from .._cassette import AtomicRecording, load_cassette
 from .._exceptions import CassetteError
 from .._format import Exchange, Headers, encode_exchange
-from .._policy import REDACTED, REDACTED_RESPONSE_HEADERS
+from .._policy import REDACTED, REDACTED_RESPONSE_HEADERS, shown_value
 from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
 from ._lint import credential_headers
+from ._show import url_shown
 
 __all__ = ["ConvertResult", "VcrImportError", "convert_file"]
 
@@ -122,7 +123,8 @@ def _request(source: SourceExchange) -> httpx.Request:
     try:
         request = httpx.Request(source.method, source.url, content=source.body)
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        raise _Bad(source, f"the uri {source.url!r} is not a URL httpx can send ({exc})") from None
+        uri = shown_value(url_shown(source.url))
+        raise _Bad(source, f"the uri {uri} is not a URL httpx can send ({exc})") from None
     # Exactly the source's headers: httpx would add host and content-length on its own.
     request.headers = httpx.Headers(_encoded(source.headers))
     return request
@@ -173,7 +175,8 @@ def _check_replay(
         for (name, value), (want_name, want) in zip(replayed, expected, strict=True)
     ):
         raise _Bad(
-            source, f"replays headers {replayed!r:.200} where the source has {expected!r:.200}"
+            source,
+            f"replays headers {shown_value(replayed)} where the source has {shown_value(expected)}",
         )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from .._format import CassetteContent, Exchange, Headers
 from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, normalized_body, pretty_body
 from .._policy import CREDENTIAL_HEADERS, shown_header_value
+from ._show import url_shown
 
 __all__ = [
     "CassetteDiff",
@@ -62,7 +63,7 @@ class ExchangeRef:
             "line": self.line,
             "id": ex.id,
             "method": ex.method,
-            "url": ex.url,
+            "url": url_shown(ex.url),
             "status": ex.status,
             "error": None if ex.error is None else ex.error.type,
         }
@@ -169,20 +170,18 @@ def _header_changes(
     field_name: str, old: Headers, new: Headers, ignore: frozenset[str]
 ) -> list[Change]:
     mine, theirs = _by_name(old), _by_name(new)
-    shown = _hidden if field_name == "headers" else _as_is
     return [
-        Change(field_name, shown(name, mine.get(name)), shown(name, theirs.get(name)), name=name)
+        Change(
+            field_name, _hidden(name, mine.get(name)), _hidden(name, theirs.get(name)), name=name
+        )
         for name in sorted(mine.keys() | theirs.keys())
         if mine.get(name) != theirs.get(name) and name not in ignore
     ]
 
 
-def _as_is(name: str, values: list[str] | None) -> list[str] | None:
-    return values
-
-
 def _hidden(name: str, values: list[str] | None) -> list[str] | None:
-    # A request credential's value is never printed, only its size (`shown_header_value`).
+    # A credential's value (a request credential, a cookie the server set) is never printed,
+    # only its size (`shown_header_value`).
     return None if values is None else [shown_header_value(name, v) for v in values]
 
 
@@ -416,9 +415,10 @@ def diff_exchanges(
     """Every recorded part that differs between two exchanges (empty when they are equal,
     `timings_ms` and the lower-case header names in `ignore_headers` aside)."""
     changes: list[Change] = []
-    for field_name in ("method", "url"):
-        if getattr(old, field_name) != getattr(new, field_name):
-            changes.append(Change(field_name, getattr(old, field_name), getattr(new, field_name)))
+    if old.method != new.method:
+        changes.append(Change("method", old.method, new.method))
+    if old.url != new.url:  # a secret query value is never printed, only its size
+        changes.append(Change("url", url_shown(old.url), url_shown(new.url)))
     changes += _header_changes("headers", old.headers, new.headers, ignore_headers)
     body = _body_change("body", old.headers, old.body, new.headers, new.body)
     if body is not None:

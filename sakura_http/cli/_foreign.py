@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from .._format import Headers
+from .._policy import names_a_secret, shown_value
 
 __all__ = [
     "ForeignCassette",
@@ -270,7 +271,8 @@ def _header_value(value: Any, what: str, name: str) -> str:
     if isinstance(value, bytes):
         return value.decode("latin-1")
     raise _Bad(
-        f"{what} {name!r} has a {type(value).__name__} value ({value!r:.40}), not text; "
+        f"{what} {shown_value(name)} has a {type(value).__name__} value "
+        f"({shown_value(value, hidden=names_a_secret(name))}), not text; "
         "sakura-http will not guess how it was sent. Fix the value in the source"
     )
 
@@ -283,7 +285,7 @@ def _headers(value: Any, what: str) -> Headers:
     pairs: list[tuple[str, str]] = []
     for name, values in value.items():
         if not isinstance(name, str):
-            raise _Bad(f"{what} has a {type(name).__name__} name ({name!r:.40}), not text")
+            raise _Bad(f"{what} has a {type(name).__name__} name ({shown_value(name)}), not text")
         if not isinstance(values, list):
             values = [values]  # old vcrpy httpx cassettes stored one value per name
         pairs.extend((name.lower(), _header_value(v, what[:-1], name)) for v in values)
@@ -339,7 +341,8 @@ def _vcr_response_body(response: Mapping[str, Any]) -> bytes:
         body = response["body"]
         if not isinstance(body, Mapping):
             raise _Bad(
-                f"the response 'body' must be a mapping with a 'string' key, not {body!r:.40}"
+                "the response 'body' must be a mapping with a 'string' key, not "
+                + shown_value(body)
             )
         if "string" not in body:
             raise _Bad(
@@ -358,7 +361,7 @@ def _vcr_response_body(response: Mapping[str, Any]) -> bytes:
 
 def _status(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 100 <= value <= 999:
-        raise _Bad(f"the response status code must be an HTTP status, got {value!r}")
+        raise _Bad(f"the response status code must be an HTTP status, got {shown_value(value)}")
     return value
 
 
@@ -470,7 +473,8 @@ def read_foreign(data: Any, name: str) -> ForeignCassette:
     version = data.get("version", 1)
     if version != 1:
         raise VcrImportError(
-            f"{name}: {kind} cassette version {version!r} is not supported (this reads version 1)"
+            f"{name}: {kind} cassette version {shown_value(version)} is not supported (this "
+            "reads version 1)"
         )
     others = [
         f"{len(data[key])} {label}"

@@ -44,6 +44,7 @@ from .._policy import (
     REDACTED_RESPONSE_HEADERS,
     is_credential_header,
     is_known_credential_header,
+    shown_value,
 )
 from .._rules import scrub_suggestions
 from ._foreign import sniff
@@ -390,8 +391,8 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
                             number,
                             "error",
                             "duplicate-id",
-                            f"id {exchange.id!r} is already used by line {first}; ids must be "
-                            "unique within a cassette: rename or delete one of them",
+                            f"id {shown_value(exchange.id)} is already used by line {first}; "
+                            "ids must be unique within a cassette: rename or delete one of them",
                             "id",
                         )
                     )

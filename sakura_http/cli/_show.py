@@ -6,13 +6,19 @@
   SHA-256.
 * `textconv_lines` - the whole cassette as stable, line-oriented text for git's `textconv`:
   one field per line, bodies pretty-printed, no line numbers or positions, so a changed field
-  is a changed line in `git diff`.  Like `sakura-http diff`, it never prints the value of a
-  credential request header (`shown_header_value`): only its length.
+  is a changed line in `git diff`.
 * `exchanges_json` - the exchanges as JSON-ready dicts, in the cassette's own encoding (bodies
   as text, or base64 under `*_b64`), with their 1-based `index` and `line`.
 * `html_page` - one self-contained HTML page (inline CSS, no script, no external asset):
   collapsible exchanges with pretty-printed bodies, server-sent events one block each, and
   chunk sizes and arrival times.  Every recorded string is HTML-escaped.
+
+Every view, like `sakura-http diff`, prints the value of a credential header (a request
+credential, a declared secret, a `set-cookie` the server set) only as its length
+(`shown_header_value`) and a URL without its secret query values (`shown_url`, the default
+`secret_query_params` and every credential-shaped name): a cassette recorded before a header was
+declared secret must not reach a terminal or a CI log through `show`.  Bodies are shown as
+recorded.
 
 This module does no I/O.
 """
@@ -21,17 +27,74 @@ from __future__ import annotations
 
 import hashlib
 import html
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
+from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import human_size as _human_size
 from .._format import CassetteContent, Exchange, Headers, encode_exchange
 from .._matching import pretty_body
-from .._policy import shown_header_value
+from .._policy import names_a_secret, shown_header_value, shown_url
 
-__all__ = ["body_lines", "exchanges_json", "html_page", "human_size", "textconv_lines"]
+__all__ = [
+    "body_lines",
+    "exchanges_json",
+    "html_page",
+    "human_size",
+    "masked_line",
+    "shown_headers",
+    "textconv_lines",
+    "url_shown",
+]
+
+
+def url_shown(url: str) -> str:
+    """`url` as every command prints it: the values of the default secret query parameters and
+    of credential-shaped ones replaced by their length (`_policy.shown_url`)."""
+    return shown_url(url, DEFAULT_SECRET_QUERY_PARAMS)
+
+
+def shown_headers(headers: Headers) -> list[list[str]]:
+    """`headers` as every command prints them: credential values as their length."""
+    return [[name, shown_header_value(name, value)] for name, value in headers]
+
+
+# A JSON string as it appears in a line, or its start when the line is cut short inside it.
+_JSON_STRING = re.compile(r'"((?:[^"\\]|\\.)*)(?:"|$)', re.DOTALL)
+_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
+
+
+def masked_line(line: str) -> str:
+    """A line of a file `show --textconv` cannot read as a cassette, as it prints it: after a
+    string naming a credential header (`names_a_secret`), every string up to the next closing
+    bracket as its length (the values of a ``["authorization", ...]`` pair, of an
+    ``"authorization": ...`` member), and secret query values (`url_shown`) hidden; the rest
+    as it is.  It reads the line as JSON strings only, so that a line cut short or malformed is
+    masked all the same (a dict may lose more than the one value: better more than less)."""
+    out: list[str] = []
+    end = 0
+    hiding = False
+    for string in _JSON_STRING.finditer(line):
+        between = line[end : string.start()]
+        if "]" in between or "}" in between:
+            hiding = False
+        out.append(between)
+        whole, text = string[0], string[1]
+        if hiding:
+            out.append(f'"{_hidden_text(text)}{whole[len(text) + 1 :]}')
+        else:
+            out.append(f'"{url_shown(text)}{whole[len(text) + 1 :]}' if "?" in text else whole)
+            hiding = bool(_NAME.fullmatch(text)) and names_a_secret(text)
+        end = string.end()
+    out.append(line[end:])
+    return "".join(out)
+
+
+def _hidden_text(text: str) -> str:
+    return shown_header_value("authorization", text)
 
 
 def human_size(n: int) -> str:
@@ -61,7 +124,7 @@ def _textconv_exchange(exchange: Exchange) -> Iterator[str]:
     yield "=" * 72
     if exchange.id is not None:
         yield f"id: {exchange.id}"
-    yield f"request: {exchange.method} {exchange.url}"
+    yield f"request: {exchange.method} {url_shown(exchange.url)}"
     for name, value in exchange.headers:
         yield f"request header {name}: {shown_header_value(name, value)}"
     if exchange.body:
@@ -72,7 +135,7 @@ def _textconv_exchange(exchange: Exchange) -> Iterator[str]:
     if exchange.status is not None:
         yield f"status: {exchange.status}"
         for name, value in exchange.response_headers:
-            yield f"response header {name}: {value}"
+            yield f"response header {name}: {shown_header_value(name, value)}"
         if exchange.response_body:
             yield "response body:"
             yield from (
@@ -99,11 +162,18 @@ def textconv_lines(content: CassetteContent) -> list[str]:
 
 
 def exchanges_json(content: CassetteContent) -> list[dict[str, Any]]:
-    """The exchanges as the cassette format encodes them, each with `index` and `line` first."""
+    """The exchanges as the cassette format encodes them, each with `index` and `line` first;
+    credential header values and secret query values as their length (see the module
+    docstring)."""
     out = []
     for index, exchange in enumerate(content.exchanges):
         line = content.line_numbers[index] if content.line_numbers else None
-        out.append({"index": index + 1, "line": line, **orjson.loads(encode_exchange(exchange))})
+        encoded = orjson.loads(encode_exchange(exchange))
+        encoded["url"] = url_shown(exchange.url)
+        encoded["headers"] = shown_headers(exchange.headers)
+        if "response_headers" in encoded:
+            encoded["response_headers"] = shown_headers(exchange.response_headers)
+        out.append({"index": index + 1, "line": line, **encoded})
     return out
 
 
@@ -134,10 +204,9 @@ def _pre(lines: list[str]) -> str:
     return f"<pre>{_e(chr(10).join(lines))}</pre>"
 
 
-def _headers_table(headers: Headers, *, request: bool = False) -> str:
+def _headers_table(headers: Headers) -> str:
     rows = "".join(
-        f"<tr><th>{_e(n)}</th><td>{_e(shown_header_value(n, v) if request else v)}</td></tr>"
-        for n, v in headers
+        f"<tr><th>{_e(n)}</th><td>{_e(shown_header_value(n, v))}</td></tr>" for n, v in headers
     )
     return f"<table>{rows}</table>" if rows else "<p>(no headers)</p>"
 
@@ -212,10 +281,10 @@ def _exchange_html(index: int, exchange: Exchange) -> str:
     mark_text = f' <span class="marks">[{_e(", ".join(marks))}]</span>' if marks else ""
     parts = [
         '<details class="exchange">',
-        f"<summary>#{index} {_e(exchange.method)} {_e(exchange.url)} &rarr; "
+        f"<summary>#{index} {_e(exchange.method)} {_e(url_shown(exchange.url))} &rarr; "
         f'<span class="status-{status[0]}">{_e(status)}</span>{mark_text}</summary>',
         '<div class="part"><h3>request headers</h3>',
-        _headers_table(exchange.headers, request=True),
+        _headers_table(exchange.headers),
         _body_html("request body", exchange.headers, exchange.body),
     ]
     if exchange.error is not None:
