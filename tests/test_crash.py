@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -522,8 +523,19 @@ class Appender:
         return max([n for n, _ in self.acked] + self.refused, default=0) + 2
 
 
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test started; those still running when it ends (it failed) are killed."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(HANG_GUARD)
+
+
 def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_append(
-    tmp_path: Path,
+    tmp_path: Path, children: list[subprocess.Popen[str]]
 ) -> None:
     """Each round: appenders run in their own processes; two processes try to re-record the
     cassette at once (one must be refused, naming the other); the one that owns it records,
@@ -541,14 +553,16 @@ def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_appen
     refused: set[str] = set()
     next_start = {"a0": 0, "a1": 0}
     replaced_before: int | None = None  # when the last committed re-recording began
-    kills = commits = rerecorded = 0
+    kills = owner_kills = commits = rerecorded = strays = 0
     for round_ in range(rounds):
         appenders = [
             Appender(path, w, next_start[w], rng.choice([100, 50_000])) for w in next_start
         ]
+        children.extend(appender.process for appender in appenders)
         for appender in appenders:
             appender.wait_for_acks(rng.randint(1, 5))
         owner, other = (Driven(path, "all", rng.choice([100, 300_000]), wait=False) for _ in "12")
+        children.extend((owner.process, other.process))
         owner.wait_open()
         other.wait_open()
         if owner.opened_at is None:
@@ -568,6 +582,7 @@ def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_appen
                 path, appenders[victim].worker, appenders[victim].next_start, 100
             )
             appenders.append(replacement)
+            children.append(replacement.process)
             replacement.wait_for_refusal(owner.opened_at)
         owned: list[str] = []
         for n in range(rng.randint(1, 6)):
@@ -576,12 +591,14 @@ def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_appen
             owned.append(url)
         kill_owner = round_ % 2 == 0 if not LONG else rng.random() < 0.5
         if kill_owner:
-            for n in range(rng.randint(0, 3)):  # killed mid-write, at times
+            late = rng.randint(0, 3)
+            for n in range(late):  # killed mid-write, at times
                 owner.send(f"get https://api.example.test/r{round_}/late{n}")
-            if rng.random() < 0.5:
+            if late and rng.random() < 0.5:
                 owner.reply()
             owner.kill()
             kills += 1
+            owner_kills += 1
         else:
             assert owner.ask("close") == "closed"
             assert owner.end() == 0
@@ -598,6 +615,7 @@ def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_appen
             refused.update(f"{appender.worker}/{n}" for n in appender.refused)
             next_start[appender.worker] = max(next_start[appender.worker], appender.next_start)
         repair_if_torn(path)
+        strays += stray.exists()
         RecordingTransport(path).close()  # the next open: a stray's writer is gone
         assert not stray.exists()
         urls = Counter(e.url for e in load_cassette(path).exchanges)
@@ -614,6 +632,9 @@ def test_re_recordings_and_appenders_killed_at_random_lose_no_acknowledged_appen
         written = {url.removeprefix("https://api.example.test/") for url in urls}
         assert not refused & written, "a refused append was written"
     assert commits >= 1 and kills >= rounds
-    print(f"\n{rounds} rounds of a re-recording among appenders, {kills} kills, {commits} "
-          f"re-recordings committed ({rerecorded} exchanges): {len(acks)} appends acknowledged, "
-          f"{len(refused)} refused, 0 lost, no stray left")  # fmt: skip
+    print(
+        f"\n{rounds} rounds of a re-recording among appenders, {kills} kills ({owner_kills} of "
+        f"the re-recording), {commits} re-recordings committed ({rerecorded} exchanges): "
+        f"{len(acks)} appends acknowledged, {len(refused)} refused, 0 lost; {strays} strays, "
+        "each removed by the next open"
+    )
