@@ -7,11 +7,14 @@ upstream of `tests.proxy_support`.  Cassettes recorded through the proxy and in-
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import itertools
 import json
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -654,6 +657,139 @@ def test_equal_duplicate_lengths_are_one_length(tmp_path: Path, upstream: Upstre
         answer = raw_exchange(proxy.port, data)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert [e["body"] for e in exchanges(tmp_path / "same.jsonl")] == ["hello"]
+
+
+# --- timeouts: a stuck or hostile client cannot hold a connection -----------------------------
+
+
+def read_until_closed(sock: socket.socket) -> bytes:
+    """What the proxy sends until it closes the connection (a reset counts as closed)."""
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+SHORT = {"header_timeout": 0.3, "idle_timeout": 0.3}
+
+
+@pytest.mark.parametrize(
+    ("sent", "answer"),
+    [
+        (b"", b""),  # a connection that never sends a byte is closed silently
+        (b"GET /v1/slow HTTP/1.1\r\nHost: x\r\n", b"HTTP/1.1 408 "),
+    ],
+    ids=["nothing", "part-of-a-head"],
+)
+def test_a_client_that_never_finishes_its_head_is_closed(
+    tmp_path: Path, upstream: Upstream, sent: bytes, answer: bytes
+) -> None:
+    with serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes", **SHORT) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
+            sock.sendall(sent)
+            got = read_until_closed(sock)
+        with client(proxy.url) as http:  # the others are served as ever
+            assert http.get("/v1/after").status_code == 200
+    assert got.startswith(answer) and (answer or got == b"")
+    if answer:
+        assert b"\r\nconnection: close\r\n" in got
+        assert b"x-sakura-http-error: request-timeout" in got
+    assert [path for _, path, _ in upstream.requests] == ["/v1/after"]
+
+
+def test_a_slowloris_head_is_closed_although_bytes_keep_coming(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    head = itertools.chain(b"GET /v1/slow HTTP/1.1\r\nHost: x\r\n", itertools.cycle(b"X-a: b\r\n"))
+    with (
+        serve(tmp_path / "a.jsonl", upstream=upstream.url, header_timeout=0.3) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        got = b""
+        sock.settimeout(0.02)
+        give_up = time.monotonic() + HANG_GUARD  # a hang guard, not a measure
+        for byte in head:  # one byte at a time, never the blank line that ends the head
+            assert time.monotonic() < give_up, "the proxy never closed the connection"
+            try:
+                sock.sendall(bytes([byte]))
+                got = sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:  # the proxy closed while a byte was on its way
+                break
+            break  # an answer, or the close
+        sock.settimeout(HANG_GUARD)
+        with contextlib.suppress(OSError):
+            got += read_until_closed(sock)
+    assert got.startswith(b"HTTP/1.1 408 ")
+
+
+def test_an_idle_keep_alive_connection_is_closed(tmp_path: Path, upstream: Upstream) -> None:
+    with (
+        serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes", **SHORT) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(b"GET /v1/a HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = read_until_closed(sock)
+    assert got.startswith(b"HTTP/1.1 200 ")
+    assert got.count(b"HTTP/1.1 ") == 1  # closed without another word
+
+
+def test_a_keep_alive_connection_in_use_is_not_closed(tmp_path: Path, upstream: Upstream) -> None:
+    # Each request on a connection gets its own header_timeout, counted from its first byte:
+    # a connection used for longer than the timeouts is served as long as it is used.
+    with (
+        serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes", **SHORT) as proxy,
+        client(proxy.url) as http,
+    ):
+        for n in range(5):
+            assert http.get(f"/v1/{n}").status_code == 200
+            threading.Event().wait(0.1)
+    assert len(upstream.requests) == 5
+
+
+def test_a_client_that_stops_mid_body_is_answered_408_and_closed(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "a.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes", **SHORT) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+        got = read_until_closed(sock)
+    assert got.startswith(b"HTTP/1.1 408 ")
+    assert b"\r\nconnection: close\r\n" in got
+    assert upstream.requests == []
+    assert not cassette.exists() or exchanges(cassette) == []
+
+
+def test_a_client_that_does_not_read_its_answer_is_closed(
+    tmp_path: Path, upstream: Upstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    size = 15 * 1024 * 1024  # more than the socket buffers hold, less than the body limit
+    with (
+        caplog.at_level(logging.WARNING, logger="sakura_http.proxy"),
+        serve(tmp_path / "a.jsonl", upstream=upstream.url, mode="new_episodes", **SHORT) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(b"GET /big?size=%d HTTP/1.1\r\nHost: x\r\n\r\n" % size)
+        waited = 0.0
+        while "left its answer unread" not in caplog.text:
+            assert waited < HANG_GUARD, "the proxy never gave up on the client"
+            threading.Event().wait(0.05)
+            waited += 0.05
+        got = read_until_closed(sock)
+    assert got.startswith(b"HTTP/1.1 200 ")
+    assert len(got) < size  # cut off: the proxy closed the connection
+
+
+def test_timeouts_must_be_positive(tmp_path: Path) -> None:
+    for name in ("header_timeout", "idle_timeout"):
+        for bad in (0, -1.0, float("nan"), "1"):
+            with pytest.raises(ConfigurationError, match=f"{name}=.* more than 0"):
+                start(tmp_path / "x.jsonl", upstream="http://127.0.0.1:9", **{name: bad})
 
 
 # --- shutdown --------------------------------------------------------------------------------

@@ -159,6 +159,8 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--ignore-json", "a..b"], "JSON path 'a..b' is malformed"),
         (["--shutdown-timeout", "-1"], "shutdown_timeout=-1.0 must be a number of seconds"),
         (["--shutdown-timeout", "nan"], "shutdown_timeout=nan must be a number of seconds"),
+        (["--header-timeout", "0"], "header_timeout=0.0 must be a number of seconds, more than 0"),
+        (["--idle-timeout", "-2"], "idle_timeout=-2.0 must be a number of seconds, more than 0"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -218,13 +220,20 @@ def test_help_lists_every_flag() -> None:
         "--mode", "--listen", "--upstream", "--secret-header", "--record-host",
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
-        "--shutdown-timeout",
+        "--shutdown-timeout", "--header-timeout", "--idle-timeout",
     ):  # fmt: skip
         assert flag in out
-    from sakura_http.proxy import DEFAULT_SHUTDOWN_TIMEOUT
+    from sakura_http.proxy import (
+        DEFAULT_HEADER_TIMEOUT,
+        DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_SHUTDOWN_TIMEOUT,
+    )
 
+    # The defaults live in sakura_http.proxy; the help must tell the same ones.
     words = " ".join(out.split())
-    assert f"({DEFAULT_SHUTDOWN_TIMEOUT:g}; in mode all" in words  # the default, from one place
+    assert f"({DEFAULT_SHUTDOWN_TIMEOUT:g}; in mode all" in words
+    assert f"request's line and headers ({DEFAULT_HEADER_TIMEOUT:g})" in words
+    assert f"leaves its answer unread ({DEFAULT_IDLE_TIMEOUT:g})" in words
 
 
 def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
@@ -307,3 +316,20 @@ def test_a_second_signal_during_a_rerecording_keeps_the_old_cassette_and_says_so
     assert cassette.read_bytes() == old
     assert code == 1, err
     assert "a second signal stopped the proxy at once; the old cassette is kept" in err
+
+
+def test_the_timeouts_apply_to_the_command(tmp_path: Path, upstream: Upstream) -> None:
+    proxy = ProxyProcess(
+        str(tmp_path / "t.jsonl"), "--upstream", upstream.url,
+        "--header-timeout", "0.2", "--idle-timeout", "0.2",
+    )  # fmt: skip
+    port = int(proxy.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=HANG_GUARD) as sock:
+        sock.sendall(b"GET /v1/slow HTTP/1.1\r\n")  # and no more
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    code, err = proxy.stop()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert code == 0
+    assert "sent no complete request head within 0.2 s" in err

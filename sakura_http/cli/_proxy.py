@@ -86,7 +86,7 @@ def _proxy(args: argparse.Namespace) -> int:
             stream_through=args.stream_through,
             record_timings=args.record_timings,
             replay_latency=args.replay_latency,
-            **_given(args, "shutdown_timeout"),
+            **_given(args, "shutdown_timeout", "header_timeout", "idle_timeout"),
         )
     except proxy.RecordingIncomplete as exc:  # not a usage error: the run itself fell short
         sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
@@ -196,6 +196,20 @@ def add_proxy_commands(
         metavar="SECONDS",
         help="on SIGINT/SIGTERM, how long exchanges in flight may take to finish before they "
         "are cancelled (10; in mode all a cancelled one keeps the old cassette, exit 1)",
+    )
+    proxy.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection whose client takes longer to send a request's line and "
+        "headers (30)",
+    )
+    proxy.add_argument(
+        "--idle-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="close a connection whose client stays silent this long between requests or "
+        "mid-body, or leaves its answer unread (60)",
     )
     proxy.add_argument(
         "--replay-latency",

@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
 
 __all__ = [
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_LISTEN",
     "DEFAULT_SHUTDOWN_TIMEOUT",
     "CertificateAuthority",
@@ -63,6 +65,11 @@ logger = logging.getLogger("sakura_http.proxy")
 DEFAULT_LISTEN = "127.0.0.1:0"
 #: How long a shutdown waits for exchanges in flight before cancelling them.
 DEFAULT_SHUTDOWN_TIMEOUT = 10.0
+#: How long a client may take to send a request's head (its request line and headers).
+DEFAULT_HEADER_TIMEOUT = 30.0
+#: How long a client may stay silent (or not read) when the proxy waits on it: between
+#: requests on a keep-alive connection, in the middle of a body, while being answered.
+DEFAULT_IDLE_TIMEOUT = 60.0
 
 
 class RecordingIncomplete(CassetteError):
@@ -89,6 +96,8 @@ class _ProxyOptions:
     ca_dir: str | os.PathLike[str] | None = None
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
 
 
 def _listen_address(listen: str, cassette: str | os.PathLike[str]) -> tuple[str, int]:
@@ -117,9 +126,14 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _check_seconds(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ConfigurationError(f"{name}={value!r} must be a number of seconds, 0 or more")
+def _check_seconds(name: str, value: float, *, zero: bool = True) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (value >= 0 if zero else value > 0)
+    ):
+        more = "0 or more" if zero else "more than 0"
+        raise ConfigurationError(f"{name}={value!r} must be a number of seconds, {more}")
 
 
 def _upstream_url(upstream: str) -> httpx.URL:
@@ -179,6 +193,8 @@ def _prepare(
         options.setdefault("advice", advice())
     config = resolve_config(caller, config, options, environ)
     _check_seconds("shutdown_timeout", own.shutdown_timeout)
+    _check_seconds("header_timeout", own.header_timeout, zero=False)
+    _check_seconds("idle_timeout", own.idle_timeout, zero=False)
     host, port = _listen_address(own.listen, cassette)
     upstream = _upstream_url(own.upstream) if own.upstream is not None else None
     ca = CertificateAuthority(own.ca_dir) if upstream is None else None
@@ -189,6 +205,8 @@ def _prepare(
         ca=ca,
         verify=_verify_context(own.verify),
         shutdown_timeout=own.shutdown_timeout,
+        header_timeout=own.header_timeout,
+        idle_timeout=own.idle_timeout,
     )
     return _Prepared(server, user, host, port, upstream, ca, own.shutdown_timeout)
 
@@ -346,6 +364,8 @@ def start(
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
     **options: Unpack[CassetteOptions],
@@ -354,7 +374,9 @@ def start(
 
     Takes the same arguments as `serve()`, which is the same with a ``with`` block.
     """
-    own = _ProxyOptions(upstream, listen, ca_dir, verify, shutdown_timeout)
+    own = _ProxyOptions(
+        upstream, listen, ca_dir, verify, shutdown_timeout, header_timeout, idle_timeout
+    )
     return Proxy(_prepare("serve()", cassette, own, config, options, environ, ServeAdvice))
 
 
@@ -367,6 +389,8 @@ def serve(
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
     **options: Unpack[CassetteOptions],
@@ -386,6 +410,11 @@ def serve(
     * `listen`: ``host:port`` (port 0: a free one); a non-loopback host logs a warning.
     * `shutdown_timeout`: how long leaving the block waits for exchanges in flight before
       cancelling them.
+    * `header_timeout`, `idle_timeout`: how long a client may take to send a request's head
+      (from the connection's start, or from the first byte of a later request), and how long
+      it may stay silent (between requests, in the middle of a body) or leave its answer
+      unread; past either, the connection is closed, so a stuck or hostile client cannot hold
+      one for ever.
 
     The cassette is read before the block starts (an unreadable one raises
     `CassetteFormatError` here).  Leaving the block stops the proxy gracefully and leaves the
@@ -401,6 +430,8 @@ def serve(
         ca_dir=ca_dir,
         verify=verify,
         shutdown_timeout=shutdown_timeout,
+        header_timeout=header_timeout,
+        idle_timeout=idle_timeout,
         config=config,
         environ=environ,
         **options,
@@ -422,6 +453,8 @@ def run(
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT,
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     config: CassetteConfig | None = None,
     environ: Mapping[str, str] | None = None,
     **options: Unpack[CassetteOptions],
@@ -437,7 +470,9 @@ def run(
     In mode "all", a stop that cancelled requests in flight, or a second signal, leaves the
     re-recording incomplete: the old file is kept and `RecordingIncomplete` is raised.
     """
-    own = _ProxyOptions(upstream, listen, ca_dir, verify, shutdown_timeout)
+    own = _ProxyOptions(
+        upstream, listen, ca_dir, verify, shutdown_timeout, header_timeout, idle_timeout
+    )
     prepared = _prepare("sakura-http proxy", cassette, own, config, options, environ, CommandAdvice)
     server = prepared.server
     clean = False

@@ -158,6 +158,25 @@ class _ClientGone(_Abort):
     """The client closed the connection, or sending to it failed."""
 
 
+class _TimedOut(_Abort):
+    """The client took longer than a timeout allows (`_Timeouts`); the message says what it
+    failed to do in time.  `cut_off` is True when it was in the middle of a request (it is
+    then answered 408 if the answer can still be sent) and False when it had sent nothing of
+    the next one (the connection is just closed, as HTTP/1.1 lets a server do)."""
+
+    def __init__(self, text: str, *, cut_off: bool) -> None:
+        super().__init__(text)
+        self.cut_off = cut_off
+
+
+@dataclass(frozen=True, slots=True)
+class _Timeouts:
+    """How long a client may take: to send a request head, and to stay silent otherwise."""
+
+    header: float
+    idle: float
+
+
 @dataclass(frozen=True, slots=True)
 class _Target:
     url: httpx.URL
@@ -263,32 +282,75 @@ class _Prepended(anyio.abc.ByteStream):
 
 
 class _Wire:
-    """One client connection: its byte stream and its h11 state machine."""
+    """One client connection: its byte stream, its h11 state machine, and the timeouts that
+    keep a client from holding it: every wait on the client ends in `_TimedOut` (or, for a
+    send, `_ClientGone`) when the client takes too long."""
 
-    def __init__(self, stream: anyio.abc.ByteStream, peer: str) -> None:
+    def __init__(self, stream: anyio.abc.ByteStream, peer: str, timeouts: _Timeouts) -> None:
         self.stream = stream
         self.peer = peer
+        self.timeouts = timeouts
         self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
+        # The first request's head is due `header` seconds after the connection opens; a
+        # later one's, `header` seconds after its first byte (until then the connection idles).
+        self._head_due: float | None = anyio.current_time() + timeouts.header
 
-    async def next_event(self) -> Any:
+    async def next_request(self) -> Any:
+        """The event that starts the next request: a `Request`, or `ConnectionClosed`.
+
+        Waits up to `idle` seconds for the first byte of a request on a kept-alive connection,
+        then up to `header` seconds from it for the whole head; a trickle of bytes does not
+        extend it, so a slowloris client is closed like a silent one."""
+        due, self._head_due = self._head_due, None
         while True:
             event = self.h11.next_event()
             if event is not h11.NEED_DATA:
                 return event
-            try:
-                data = await self.stream.receive(_READ_SIZE)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
-                data = b""
+            started = bool(self.h11.trailing_data[0])
+            if due is None and started:
+                due = anyio.current_time() + self.timeouts.header
+            if due is None:
+                why = f"sent no new request for {self.timeouts.idle:g} s"
+                due_now = anyio.current_time() + self.timeouts.idle
+                data = await self._receive(due_now, why, cut_off=False)
+            else:
+                why = f"sent no complete request head within {self.timeouts.header:g} s"
+                data = await self._receive(due, why, cut_off=started)
             self.h11.receive_data(data)
+
+    async def next_event(self) -> Any:
+        """The next event in the middle of a request (its body): the client may stay silent
+        for up to `idle` seconds at a time."""
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            due = anyio.current_time() + self.timeouts.idle
+            why = f"sent nothing for {self.timeouts.idle:g} s in the middle of a request"
+            self.h11.receive_data(await self._receive(due, why, cut_off=True))
+
+    async def _receive(self, due: float, why: str, *, cut_off: bool) -> bytes:
+        """The next bytes from the client (b"" once it closed), or `_TimedOut(why)` at `due`."""
+        with anyio.CancelScope(deadline=due):
+            try:
+                return await self.stream.receive(_READ_SIZE)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
+                return b""
+        raise _TimedOut(why, cut_off=cut_off)
 
     async def send(self, event: Any) -> None:
         data = self.h11.send(event)
         if data:
-            try:
-                await self.stream.send(data)
-            except _CLIENT_GONE as exc:
-                self.h11.send_failed()
-                raise _ClientGone(str(exc) or type(exc).__name__) from None
+            # A client that reads nothing for `idle` seconds is not reading at all.
+            with anyio.move_on_after(self.timeouts.idle):
+                try:
+                    await self.stream.send(data)
+                except _CLIENT_GONE as exc:
+                    self.h11.send_failed()
+                    raise _ClientGone(str(exc) or type(exc).__name__) from None
+                return
+            self.h11.send_failed()
+            raise _ClientGone(f"it left its answer unread for {self.timeouts.idle:g} s")
 
     async def linger(self) -> None:
         """Close gently after an early answer: stop sending, then read and drop what the client
@@ -328,6 +390,8 @@ class ProxyServer:
         ca: CertificateAuthority | None,
         verify: ssl.SSLContext | bool,
         shutdown_timeout: float,
+        header_timeout: float,
+        idle_timeout: float,
     ) -> None:
         self.user = user
         self.config = user.config
@@ -335,6 +399,7 @@ class ProxyServer:
         self.ca = ca
         self._verify = verify
         self._shutdown_timeout = shutdown_timeout
+        self._timeouts = _Timeouts(header_timeout, idle_timeout)
         # Events belong to the event loop that runs the server: made in run().
         self._stop: anyio.Event | None = None
         self._drained: anyio.Event | None = None
@@ -460,7 +525,7 @@ class ProxyServer:
         peer = _peer(stream)
         try:
             async with stream:
-                await self._serve_http(_Wire(stream, peer), origin=None)
+                await self._serve_http(_Wire(stream, peer, self._timeouts), origin=None)
         except _ClientGone as exc:
             logger.warning("sakura-http proxy: %s went away (%s)", peer, exc)
         except _Abort:
@@ -482,9 +547,12 @@ class ProxyServer:
                     return
                 self._idle.add(idle)
                 try:
-                    event = await wire.next_event()
+                    event = await wire.next_request()
                 except h11.RemoteProtocolError as exc:
                     await self._bad_input(wire, exc)
+                    return
+                except _TimedOut as exc:
+                    await self._timed_out(wire, exc)
                     return
                 finally:
                     self._idle.discard(idle)
@@ -498,13 +566,19 @@ class ProxyServer:
                     await wire.linger()
                 return
             if event.method == b"CONNECT":
-                await self._tunnel(wire, event)
+                try:
+                    await self._tunnel(wire, event)
+                except _TimedOut as exc:
+                    await self._timed_out(wire, exc)
                 return
             self._in_flight += 1
             try:
                 await self._exchange(wire, event, origin)
             except h11.RemoteProtocolError as exc:
                 await self._bad_input(wire, exc)
+                return
+            except _TimedOut as exc:
+                await self._timed_out(wire, exc)
                 return
             finally:
                 self._in_flight -= 1
@@ -524,6 +598,18 @@ class ProxyServer:
                 await self._answer(
                     wire, status, "bad-request", f"bad request: {exc}\n", closing=True
                 )
+                await wire.linger()
+
+    async def _timed_out(self, wire: _Wire, exc: _TimedOut) -> None:
+        """Close a connection whose client took too long; tell it (408) if it was cut off in
+        the middle of a request and the answer can still be sent."""
+        if not exc.cut_off:
+            return  # nothing of a request came: close quietly, as an idle connection may be
+        logger.warning("sakura-http proxy: closing the connection from %s: it %s", wire.peer, exc)
+        if wire.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+            with contextlib.suppress(h11.LocalProtocolError, _ClientGone):
+                text = f"request timeout: the client {exc}\n"
+                await self._answer(wire, 408, "request-timeout", text, closing=True)
                 await wire.linger()
 
     async def _answer(
@@ -805,9 +891,19 @@ class ProxyServer:
         buffered, _ = wire.h11.trailing_data
         stream = _Prepended(wire.stream, buffered) if buffered else wire.stream
         try:
-            tls = await TLSStream.wrap(
-                stream, server_side=True, ssl_context=context, standard_compatible=False
+            with anyio.fail_after(self._timeouts.header):
+                tls = await TLSStream.wrap(
+                    stream, server_side=True, ssl_context=context, standard_compatible=False
+                )
+        except TimeoutError:
+            logger.warning(
+                "sakura-http proxy: closing the tunnel from %s for %s: no TLS handshake within "
+                "%g s",
+                wire.peer,
+                authority,
+                self._timeouts.header,
             )
+            return
         except (ssl.SSLError, anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             logger.warning(
                 "sakura-http proxy: TLS handshake with %s for %s failed (%s); does the client "
@@ -818,7 +914,7 @@ class ProxyServer:
             )
             return
         origin = httpx.URL(scheme="https", host=host, port=port or 443)
-        await self._serve_http(_Wire(tls, wire.peer), origin)
+        await self._serve_http(_Wire(tls, wire.peer, self._timeouts), origin)
 
 
 def _body(response: httpx.Response) -> httpx.AsyncByteStream:
