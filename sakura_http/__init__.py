@@ -29,6 +29,16 @@ from ._policy import CREDENTIAL_HEADERS, DEFAULT_MAX_BODY_BYTES
 from ._rules import EMAIL_PATTERN, LLM_VOLATILE_RESPONSE_HEADERS, JsonPath, Rules, Scrub
 from ._transport import AsyncOuterTransport, OuterTransport, RecordingTransport
 
+# Errors carry their public names: a traceback or pytest's summary says `sakura_http.CassetteMiss`,
+# never the private module that defines it (and pickle finds them here).
+for _error in (
+    value
+    for value in list(globals().values())
+    if isinstance(value, type) and issubclass(value, BaseException)
+):
+    _error.__module__ = __name__
+del _error
+
 
 def __getattr__(name: str) -> str:
     # `__version__` is read from the installed metadata on first use, not at import: finding the

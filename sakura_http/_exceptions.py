@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "BodyTooLargeError",
@@ -215,3 +216,12 @@ def human_size(n: int, *, rounded: bool = False) -> str:
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
     return f"{n} B" if rounded else f"{n:,} bytes"
+
+
+def hidden_in_tracebacks(excinfo: Any) -> bool:
+    """Whether pytest leaves a frame of the engine out of a traceback: yes when the error is
+    sakura-http's own, whose message says everything (a miss, a refusal), so a failing test
+    shows its own frames rather than ~100 lines of the library's; an engine module sets
+    ``__tracebackhide__ = hidden_in_tracebacks``.  Any other exception (a bug) keeps every
+    frame.  `excinfo` is pytest's ExceptionInfo (None when pytest has none)."""
+    return excinfo is not None and isinstance(excinfo.value, CassetteError)

@@ -35,6 +35,7 @@ from ._exceptions import (
     ConfigurationError,
     CredentialHeaderError,
     RecordingForbidden,
+    hidden_in_tracebacks,
 )
 from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
 from ._hosts import HostList
@@ -54,6 +55,10 @@ from ._policy import (
 from ._rules import apply_hook, scrub_written, with_notes
 
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
+
+# A sakura-http error passing through this module's frames is shown under pytest without them
+# (the test's own frames and the message say it all); a bug keeps them (`hidden_in_tracebacks`).
+__tracebackhide__ = hidden_in_tracebacks
 
 
 class _Slot:

@@ -19,7 +19,12 @@ import httpx
 
 from ._config import CassetteConfig, CassetteOptions, resolve_config
 from ._core import RecordMode
-from ._exceptions import CassetteError, ConfigurationError, RecordingForbidden
+from ._exceptions import (
+    CassetteError,
+    ConfigurationError,
+    RecordingForbidden,
+    hidden_in_tracebacks,
+)
 from ._format import Exchange
 from ._libraries import HttpLibrary, library_of
 from ._matching import RequestData
@@ -30,6 +35,10 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
 
 __all__ = ["AsyncOuterTransport", "OuterTransport", "RecordingTransport"]
+
+# A sakura-http error passing through this module's frames is shown under pytest without them
+# (the test's own frames and the message say it all); a bug keeps them (`hidden_in_tracebacks`).
+__tracebackhide__ = hidden_in_tracebacks
 
 
 class OuterTransport(Protocol):

@@ -610,13 +610,13 @@ def test_app_client_retries():
     result.assert_outcomes(failed=3)
     result.stdout.fnmatch_lines(
         [
-            "FAILED tests/test_app.py::test_changed_prompt - CassetteMiss: POST "
+            "FAILED tests/test_app.py::test_changed_prompt - sakura_http.CassetteMiss: POST "
             "http://127.0.0.1:9/v1/messages is not in the cassette */chat.jsonl (raised as "
             "anthropic.APIConnectionError: Connection error.)",
-            "FAILED tests/test_app.py::test_hidden_context - CassetteMiss: POST "
+            "FAILED tests/test_app.py::test_hidden_context - sakura_http.CassetteMiss: POST "
             "http://127.0.0.1:9/v1/messages is not in the cassette */chat.jsonl (raised as "
             "builtins.ValueError: the app's own error)",
-            "FAILED tests/test_app.py::test_app_client_retries - CassetteMiss: POST "
+            "FAILED tests/test_app.py::test_app_client_retries - sakura_http.CassetteMiss: POST "
             "http://127.0.0.1:9/v1/messages is not in the cassette */chat.jsonl (raised as "
             "anthropic.APIConnectionError: Connection error.)",
         ]
@@ -626,7 +626,8 @@ def test_app_client_retries():
     # in a report section for the second (raised `from None`, so not in its traceback).
     # The app's client (max_retries=2) asks once under patch_clients: a miss is not retried.
     assert out.count('-      "content": "hello",') == 3
-    assert "sakura-http: CassetteMiss" in out
+    assert "sakura-http: sakura_http.CassetteMiss" in out
+    assert "sakura_http._exceptions" not in out
     assert "ERROR at teardown" not in out
 
 

@@ -360,7 +360,7 @@ def test_a_changed_request_is_never_told_to_ignore_it(
     text = hint([post(recorded)], request(sent))
     assert "Rules(" not in text and "ignore" not in text
     assert f"the request changed: {named}" in text
-    assert "re-record with `pytest --record-all`" in text
+    assert "re-record with `pytest --record --prune` (or `pytest --record-all`)" in text
 
 
 def test_the_re_record_command_is_the_front_ends() -> None:
@@ -438,7 +438,7 @@ def test_a_recording_without_the_version_header_says_so() -> None:
     assert "(filtered out, or converted from another tool)" in text
     assert "default_headers" not in text
     assert "SDK upgrade" not in text
-    assert "re-record with `pytest --record-all`" in text
+    assert "re-record with `pytest --record --prune` (or `pytest --record-all`)" in text
 
 
 # --- which recorded exchanges are the nearest ----------------------------------------------

@@ -146,7 +146,7 @@ def test_sdk_swallows_errors(sakura_transport):
         [
             "*ERROR at teardown of test_sdk_swallows_errors*",
             "*the code under test caught 2 sakura-http error(s)*",
-            "*CassetteMiss: GET http://api.example.invalid/refunds is not in the cassette*",
+            "  sakura_http.CassetteMiss: GET http://api.example.invalid/refunds is not in the *",
             "*to record it, run `pytest --record`*",
         ]
     )
@@ -531,3 +531,107 @@ def test_async(sakura_transport, backend):
         project.runpytest("--record").assert_outcomes(passed=2)
         assert len(server.requests) == 2
     project.runpytest().assert_outcomes(passed=2)
+
+
+MISSES = """
+import anyio
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_sync_miss(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("http://api.example.invalid/refunds")
+
+@pytest.mark.cassette("billing.jsonl")
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_async_miss(sakura_transport, backend):
+    async def main():
+        async with httpx.AsyncClient(transport=sakura_transport) as client:
+            await client.get("http://api.example.invalid/refunds")
+    anyio.run(main, backend=backend)
+"""
+
+
+def failure_sections(lines: list[str]) -> dict[str, list[str]]:
+    """The lines of each test's section of the failures report, by test name."""
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines:
+        title = re.fullmatch(r"_{3,} (\S+) _{3,}", line)
+        if title:
+            current = sections.setdefault(title.group(1), [])
+        elif line.startswith("=") and current is not None:
+            current = None
+        elif current is not None:
+            current.append(line)
+    return sections
+
+
+def test_a_miss_shows_the_tests_frames_not_the_librarys(project: pytest.Pytester) -> None:
+    write_test(project, MISSES)
+    result = project.runpytest()  # the default --tb=auto, as users see it
+    result.assert_outcomes(failed=3)
+    sections = failure_sections(result.outlines)
+    assert set(sections) == {
+        "test_sync_miss",
+        "test_async_miss[asyncio]",
+        "test_async_miss[trio]",
+    }
+    for name, lines in sections.items():
+        text = "\n".join(lines)
+        # No frame of sakura-http's own modules: the transport, the session, the streams.
+        assert "sakura_http/_" not in text and "sakura_http\\_" not in text, (name, text)
+        assert "def plan(" not in text and "def handle_request(" not in text, name
+        # The test's own frame and the miss, named by its public name.
+        assert "tests/test_app.py:" in text, name
+        shown = r"^E +sakura_http\.CassetteMiss: GET http://api\.example\.invalid/refunds "
+        assert re.search(shown, text, re.M), name
+    # The sync miss took 78 lines, most of them sakura-http's frames and source; what is left
+    # is the test's frame, httpx's (which sakura-http does not own) and the message.
+    assert len(sections["test_sync_miss"]) < 55, "\n".join(sections["test_sync_miss"])
+    result.stdout.fnmatch_lines(
+        ["FAILED tests/test_app.py::test_sync_miss - sakura_http.CassetteMiss: GET *"]
+    )
+    result.stdout.no_fnmatch_line("*sakura_http._exceptions*")
+
+
+def test_a_bug_inside_sakura_http_still_shows_its_frames(project: pytest.Pytester) -> None:
+    # Only sakura-http's own errors, whose messages say everything, hide its frames.
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+from sakura_http import _session
+
+@pytest.mark.cassette("billing.jsonl")
+def test_broken(sakura_transport, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+    monkeypatch.setattr(_session, "explain_miss", broken)
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("http://api.example.invalid/refunds")
+""",
+    )
+    result = project.runpytest("--tb=long")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*sakura_http/_session.py:*"])
+
+
+def test_errors_carry_their_public_names() -> None:
+    import sakura_http
+
+    for name in sakura_http.__all__:
+        value = getattr(sakura_http, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert value.__module__ == "sakura_http", name
+    miss = sakura_http.CassetteMiss("m", method="GET", url="u", path="p")
+    assert repr(miss) == "CassetteMiss('m')"
+    assert traceback_name(miss) == "sakura_http.CassetteMiss: m"
+
+
+def traceback_name(error: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception_only(error)).strip()

@@ -101,7 +101,7 @@ class PytestAdvice(Advice):
         )
 
     def rerecord(self) -> str:
-        return "`pytest --record-all`"
+        return "`pytest --record --prune` (or `pytest --record-all`)"
 
     def declare_secret(self, header: str) -> str:
         return (
@@ -657,7 +657,8 @@ def _caught_message(errors: list[Any], what: str) -> str:
     ]
     for error in errors:
         text = str(error).replace("\n", "\n    ")
-        lines.append(f"  {type(error).__name__}: {text}")
+        # By its public name (sakura_http.CassetteMiss): the package re-exports every error.
+        lines.append(f"  {type(error).__module__}.{type(error).__qualname__}: {text}")
     return "\n".join(lines)
 
 

@@ -282,10 +282,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     first_line = str(error).partition("\n")[0]
     outer = f"{type(wrapper).__module__}.{type(wrapper).__qualname__}"
-    headline = f"{type(error).__name__}: {first_line} (raised as {outer}: {wrapper})"
+    name = f"{type(error).__module__}.{type(error).__qualname__}"  # sakura_http.CassetteMiss
+    headline = f"{name}: {first_line} (raised as {outer}: {wrapper})"
     reprcrash = getattr(report.longrepr, "reprcrash", None)
     if reprcrash is not None:
         reprcrash.message = headline
     tbstyle = item.config.getoption("tbstyle", "auto")
     if tbstyle in ("line", "no") or not _shown(wrapper, error):
-        report.sections.append((f"sakura-http: {type(error).__name__}", str(error)))
+        report.sections.append((f"sakura-http: {name}", str(error)))
