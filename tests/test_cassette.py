@@ -385,3 +385,27 @@ def test_appends_commits_and_claims_hold_the_folder_lock(
         ("claim", False, False),
         ("commit", False, False),
     ]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="folder locks are POSIX")
+def test_an_append_makes_the_folder_again_if_it_goes_before_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A re-recording that kept nothing takes back the folders it made; an append that made the
+    # same folder a moment before must not fail for it.
+    from sakura_http import _cassette
+
+    path = tmp_path / "new" / "c.jsonl"
+    real_enter = _cassette._enter_folder
+    removed: list[Path] = []
+
+    def enter_after_removal(folder: Path, **kwargs: Any) -> int | None:
+        if not removed:
+            folder.rmdir()
+            removed.append(folder)
+        return real_enter(folder, **kwargs)
+
+    monkeypatch.setattr(_cassette, "_enter_folder", enter_after_removal)
+    append_lines(path, _line(1), {})
+    assert removed == [path.parent]
+    assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/1"]
