@@ -744,3 +744,159 @@ def test_a_yaml_alias_that_refers_to_itself_is_refused(
 ) -> None:
     err = _refusal(tmp_path, capsys, "loop: &loop [*loop]\ninteractions: []\nversion: 1\n")
     assert ":1: refused a YAML alias that refers to itself" in err
+
+
+# --- right on every real file (issue 25): each defect has a sample in tests/fixtures/convert ---
+
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "convert"
+
+
+def _cassetter_reads(path: Path) -> list[dict[str, Any]]:
+    """What cassetter itself reads from `path`: each interaction's request and the bytes it
+    replays (`cassetter.compare.body_to_bytes`), from cassetter run in a subprocess (it cannot
+    share this environment with pytest-recording; see tests/test_plugin_compat.py)."""
+    import importlib.util
+    import os
+    import subprocess
+
+    site = os.environ.get("SAKURA_HTTP_CASSETTER_SITE", "")
+    if not site and importlib.util.find_spec("cassetter") is None:
+        pytest.skip("cassetter is not installed; set SAKURA_HTTP_CASSETTER_SITE (see dev.py)")
+    code = (
+        "import json, sys\n"
+        "from cassetter._core import Cassette\n"
+        "from cassetter.compare import body_to_bytes\n"
+        "print(json.dumps([{'uri': i.request.uri, 'headers': i.request.headers,\n"
+        "  'body': body_to_bytes(i.request.body).hex(), 'status': i.response.status,\n"
+        "  'response_headers': i.response.headers,\n"
+        "  'response_body': body_to_bytes(i.response.body).hex()}\n"
+        "  for i in Cassette.load(sys.argv[1]).interactions]))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [site, os.environ.get("PYTHONPATH")])),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return list(json.loads(done.stdout))
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_cassetter_yaml_is_read_as_yaml_1_2(tmp_path: Path) -> None:
+    # YAML 1.1 (PyYAML's resolver) made `yes` true, `12:30:45` 45045 and crashed on dates.
+    (exchange,) = _converted(tmp_path, (SAMPLES / "cassetter-yaml12.yaml").read_text())
+    assert json.loads(exchange.body) == {
+        "stable": "yes",
+        "enabled": "on",
+        "time": "12:30:45",
+        "day": "2024-01-02",
+        "at": "2024-01-02T03:04:05Z",
+        "quoted": "yes",
+        "flag": True,
+        "none": None,
+        "tilde": None,
+        "count": 17.0,  # as cassetter reads it: a leading zero makes a float, not octal
+        "hex": 31,
+        "big": 12345678901234567890,
+        "ratio": 1500.0,
+        "name": "café",
+    }
+    assert ("x-retry", "3") in exchange.headers  # cassetter reads header values as text
+    assert exchange.response_body == b"12:30:45"
+
+
+@pytest.mark.parametrize(
+    ("plain", "value"),
+    [
+        ("yes", "yes"),
+        ("No", "No"),
+        ("off", "off"),
+        ("y", "y"),
+        ("True", True),
+        ("FALSE", False),
+        ("Null", None),
+        ("~", None),
+        ("", None),
+        ("12:30:45", "12:30:45"),
+        ("-1:30", "-1:30"),
+        ("2024-01-02 03:04:05", "2024-01-02 03:04:05"),
+        ("0", 0),
+        ("-0", 0),
+        ("+12", 12),
+        ("1_000", 1000),
+        ("1__0", "1__0"),
+        ("1_", "1_"),
+        ("0_1", "0_1"),
+        ("00", 0.0),
+        ("-017", -17.0),
+        ("0o17", 15),
+        ("0O17", 15),
+        ("0o8", "0o8"),
+        ("0x1F", 31),
+        ("-0x1_F", -31),
+        ("0x_1F", "0x_1F"),
+        ("0b101", 5),
+        ("0b2", "0b2"),
+        ("18446744073709551615", 18446744073709551615),
+        ("18446744073709551616", 1.8446744073709552e19),
+        ("-9223372036854775809", -9.223372036854776e18),
+        ("0xFFFFFFFFFFFFFFFFF", "0xFFFFFFFFFFFFFFFFF"),
+        ("1.", 1.0),
+        ("-.5", -0.5),
+        ("1e3", 1000.0),
+        ("1.5E-3", 0.0015),
+        ("1_0.5", "1_0.5"),
+        ("1e", "1e"),
+        (".e3", ".e3"),
+        ("+", "+"),
+        (".", "."),
+        ("1..2", "1..2"),
+    ],
+)
+def test_cassetter_plain_scalars_are_what_cassetter_reads(
+    tmp_path: Path, plain: str, value: Any
+) -> None:
+    # The table is what cassetter 0.16 (saphyr) reads; test_..._replays_what_cassetter_replays
+    # checks the samples against cassetter itself.
+    text = CASSETTER_YAML.replace("text: café", f"v: {plain}", 1)
+    first, _ = _converted(tmp_path, text, "cassetter.yaml")
+    (read,) = json.loads(first.body).values()
+    assert (read, type(read)) == (value, type(value))
+
+
+@pytest.mark.parametrize("plain", [".inf", "-.Inf", ".nan", ".NaN", "1e400"])
+def test_cassetter_refuses_non_finite_numbers_and_so_does_convert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plain: str
+) -> None:
+    text = CASSETTER_YAML.replace("text: café", f"v: {plain}", 1)
+    err = _refusal(tmp_path, capsys, text)
+    assert f"interaction 1: the request body holds the number {plain}" in err
+    assert "cassetter refuses" in err
+
+
+def test_explicit_yaml_tags_cassetter_does_not_read_as_json_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = CASSETTER_YAML.replace("text: café", "day: !!timestamp 2024-01-02", 1)
+    err = _refusal(tmp_path, capsys, text)
+    assert "interaction 1: the request body holds a date (a YAML tag such as !!timestamp" in err
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_vcrpy_yaml_is_still_read_as_vcrpy_reads_it_yaml_1_1(tmp_path: Path) -> None:
+    # vcrpy loads with PyYAML's safe loader: yes is true, 12:30:45 is 45045 (sexagesimal).
+    interaction = _interaction(
+        {"method": "POST", "headers": {"Content-Type": ["application/json"]}, "body": None},
+        {"body": {"string": "ok"}},
+    )
+    text = _yaml({"interactions": [interaction], "version": 1}).replace(
+        "body: null", "body:\n      on: yes\n      time: 12:30:45", 1
+    )
+    (exchange,) = _converted(tmp_path, text)
+    assert exchange.body == b'{"true": true, "time": 45045}'

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -108,6 +109,69 @@ def sniff(data: bytes) -> str | None:
 # --- parsing -------------------------------------------------------------------------------------
 
 
+#: The tag of a plain (unquoted, untagged) YAML scalar while a file is read: what it means
+#: depends on the format, which is known only once the whole file is read.  vcrpy reads YAML
+#: 1.1 (PyYAML's safe loader: ``yes`` is true, ``12:30:45`` is 45045, dates are dates);
+#: cassetter reads YAML 1.2 (saphyr: those three are strings).
+_PLAIN = "tag:sakura-http.invalid,2026:plain"
+
+
+class _Plain(str):
+    """The text of a plain YAML scalar in a cassetter file, read as cassetter reads it where it
+    is used: `_core_scalar` in bodies and fields, as text in header values."""
+
+    __slots__ = ()
+
+
+_CORE_NULL = frozenset({"", "~", "null", "Null", "NULL"})
+_CORE_BOOL = {
+    **dict.fromkeys(("true", "True", "TRUE"), True),
+    **dict.fromkeys(("false", "False", "FALSE"), False),
+}
+_CORE_INT = re.compile(
+    r"[-+]?(?:0|[1-9](?:_?[0-9])*"
+    r"|0[xX][0-9a-fA-F](?:_?[0-9a-fA-F])*|0[oO][0-7](?:_?[0-7])*|0[bB][01](?:_?[01])*)"
+)
+_CORE_FLOAT = re.compile(
+    r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)"
+)
+_BASES = {"x": 16, "o": 8, "b": 2}
+
+
+class _NotFinite(Exception):
+    """A plain scalar cassetter refuses: a number with no JSON form (.inf, .nan, 1e400)."""
+
+
+def _core_scalar(text: str) -> Any:
+    """A plain YAML scalar as cassetter 0.16 reads it (YAML 1.2's core schema as its saphyr
+    parser applies it): null, true/false in three casings, integers (``_`` between digits,
+    0x/0o/0b; past 64 bits a decimal becomes a float and the others stay text), floats (a
+    leading zero makes ``017`` the float 17.0); everything else is text.  Raises `_NotFinite`
+    for a float with no finite value, which cassetter refuses to load."""
+    if text in _CORE_NULL:
+        return None
+    if text in _CORE_BOOL:
+        return _CORE_BOOL[text]
+    if _CORE_INT.fullmatch(text):
+        digits = text.replace("_", "")
+        unsigned = digits.lstrip("+-")
+        base = _BASES.get(unsigned[1:2].lower(), 10)  # 0x.., 0o.., 0b..; else decimal
+        number = int(unsigned[2:] if base != 10 else unsigned, base)
+        number = -number if digits[0] == "-" else number
+        if -(1 << 63) <= number < (1 << 64):
+            return number
+        return float(digits) if base == 10 else text
+    if _CORE_FLOAT.fullmatch(text):
+        if text.lstrip("+-").lower() in (".inf", ".nan"):
+            raise _NotFinite(text)
+        real = float(text)
+        if not math.isfinite(real):  # 1e400
+            raise _NotFinite(text)
+        return real
+    return text
+
+
 class _PythonTag(Exception):
     def __init__(self, tag: str, line: int) -> None:
         self.tag = tag
@@ -176,11 +240,44 @@ def _yaml_loader() -> tuple[Any, type[Any]]:
         # Before constructing anything: aliases share nodes, so a tiny file can describe an
         # exponentially large document that every later walk over the data would expand.
         _expanded_size(node, yaml, self.expansion_limit)
+        data = self.construct_document(node)  # plain scalars as `_Plain` text
+        if _kind_of(data) == "cassetter":
+            return data  # read as YAML 1.2 where cassetter reads it (`_core_scalar`)
+        _resolve_plain(node, self, yaml)  # vcrpy reads YAML 1.1
         return self.construct_document(node)
 
-    loader: Any = type("_CassetteLoader", (base,), {"get_single_data": get_single_data})
+    def resolve(self: Any, kind: Any, value: str, implicit: tuple[bool, bool]) -> str:
+        # A plain scalar waits for the format (`_resolve_plain`); "<<" stays a merge key.
+        if kind is yaml.ScalarNode and implicit[0] and value != "<<":
+            return _PLAIN
+        return str(base.resolve(self, kind, value, implicit))
+
+    members = {"get_single_data": get_single_data, "resolve": resolve}
+    loader: Any = type("_CassetteLoader", (base,), members)
     loader.add_multi_constructor("tag:yaml.org,2002:python/", refuse_python_tag)
+    loader.add_constructor(_PLAIN, lambda loader, node: _Plain(node.value))
     return yaml, loader
+
+
+def _resolve_plain(root: Any, loader: Any, yaml: Any) -> None:
+    """Give each plain scalar of the node graph the tag YAML 1.1 gives it, as PyYAML's own
+    resolver (which vcrpy reads with) does."""
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == _PLAIN:
+                node.tag = yaml.resolver.Resolver.resolve(
+                    loader, yaml.ScalarNode, node.value, (True, False)
+                )
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(child for pair in node.value for child in pair)
+        else:
+            stack.extend(node.value)
 
 
 def _load_yaml(text: str, name: str) -> Any:
@@ -265,7 +362,9 @@ def _keys(mapping: Mapping[Any, Any]) -> str:
     return ", ".join(sorted(map(str, mapping))) or "none"
 
 
-def _header_value(value: Any, what: str, name: str) -> str:
+def _header_value(value: Any, what: str, name: str) -> str | None:
+    if isinstance(value, _Plain):  # cassetter reads a plain scalar as its text; null as none
+        return None if value in _CORE_NULL else str(value)
     if isinstance(value, str):
         return value
     if isinstance(value, bytes):
@@ -288,7 +387,10 @@ def _headers(value: Any, what: str) -> Headers:
             raise _Bad(f"{what} has a {type(name).__name__} name ({shown_value(name)}), not text")
         if not isinstance(values, list):
             values = [values]  # old vcrpy httpx cassettes stored one value per name
-        pairs.extend((name.lower(), _header_value(v, what[:-1], name)) for v in values)
+        for v in values:
+            text = _header_value(v, what[:-1], name)
+            if text is not None:
+                pairs.append((name.lower(), text))
     return tuple(pairs)
 
 
@@ -374,6 +476,39 @@ def _vcr_status(response: Mapping[str, Any]) -> int:
     return _status(response.get("status_code"))  # the old vcrpy httpx layout
 
 
+def _scalar(value: Any, what: str) -> Any:
+    """A field's value as cassetter reads it: a plain YAML scalar by YAML 1.2's core schema."""
+    if not isinstance(value, _Plain):
+        return value
+    try:
+        return _core_scalar(value)
+    except _NotFinite:
+        raise _Bad(
+            f"the {what} holds the number {value}, which cassetter refuses to load (it has no "
+            "finite value, so no JSON form); quote it if it is text"
+        ) from None
+
+
+def _json_value(value: Any, what: str) -> Any:
+    """The JSON value cassetter reads from a YAML body's content (plain scalars by YAML 1.2)."""
+    if isinstance(value, _Plain):
+        return _scalar(value, what)
+    if isinstance(value, Mapping):
+        return {str(key): _json_value(item, what) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_value(item, what) for item in value]
+    if (
+        value is None
+        or isinstance(value, (str, int))
+        or (isinstance(value, float) and math.isfinite(value))
+    ):
+        return value
+    raise _Bad(
+        f"the {what} holds a {type(value).__name__} (a YAML tag such as !!timestamp or "
+        "!!binary), which cassetter does not read as JSON; write the value as a string"
+    )
+
+
 def _cassetter_body(side: Mapping[str, Any], what: str) -> bytes:
     if "body" in side:
         body = side["body"]
@@ -384,14 +519,24 @@ def _cassetter_body(side: Mapping[str, Any], what: str) -> bytes:
         kind, content, key = side["body_type"], side.get("body_content"), "body_content"
     else:
         raise _Bad(f"the {what} has no body ('body' or 'body_type'; its keys: {_keys(side)})")
-    if kind == "none":
+    if isinstance(content, _Plain) and kind in ("text", "binary"):
+        value = _scalar(content, f"{what} body")
+        if value is not None and not isinstance(value, str):
+            raise _Bad(
+                f"the {what} {key} of type {kind} is the plain YAML scalar {content}, which "
+                f"cassetter reads as a {type(value).__name__} and replays as an empty body; "
+                f"quote it ('{content}') if it is the body"
+            )
+        content = value
+    if kind == "none" or (kind == "text" and content is None):
         return b""
     if kind == "text" and isinstance(content, str):
         return content.encode("utf-8")
     if kind == "json":
-        if isinstance(content, str):
+        if isinstance(content, str) and not isinstance(content, _Plain):
             return content.encode("utf-8")
-        return json.dumps(content, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        value = _json_value(content, f"{what} body")
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     if kind == "binary" and isinstance(content, str):
         try:
             return bytes.fromhex(content)
@@ -421,15 +566,22 @@ def _source(number: int, interaction: Any, kind: str) -> SourceExchange:
     response_headers = _headers(response.get("headers"), "response headers")
     if kind == "cassetter":
         body = _cassetter_body(request, "request")
-        status = _status(response.get("status"))
+        status = _status(_scalar(response.get("status"), "response status"))
         response_body = _cassetter_body(response, "response")
     else:
         body = _vcr_request_body(request, headers)
         status = _vcr_status(response)
         response_body = _vcr_response_body(response)
     return SourceExchange(
-        number, method.upper(), uri, headers, body, status, response_headers, response_body
+        number, method.upper(), str(uri), headers, body, status, response_headers, response_body
     )
+
+
+def _kind_of(data: Any) -> str:
+    """`_kind` of what may not be a cassette at all (`read_foreign` then says what is wrong)."""
+    if isinstance(data, Mapping) and isinstance(data.get("interactions", []), list):
+        return _kind({"interactions": [], **data})
+    return "vcrpy"
 
 
 def _kind(data: Mapping[str, Any]) -> str:
@@ -471,6 +623,8 @@ def read_foreign(data: Any, name: str) -> ForeignCassette:
     data = {"interactions": [], **data}  # a cassetter file may hold only gRPC/WebSocket
     kind = _kind(data)
     version = data.get("version", 1)
+    if isinstance(version, _Plain):
+        version = _core_scalar(version) if _CORE_INT.fullmatch(version) else str(version)
     if version != 1:
         raise VcrImportError(
             f"{name}: {kind} cassette version {shown_value(version)} is not supported (this "
@@ -493,4 +647,8 @@ def read_foreign(data: Any, name: str) -> ForeignCassette:
             exchanges.append(_source(number, interaction, kind))
         except _Bad as exc:
             raise VcrImportError(f"{name}: interaction {number}: {exc}") from None
+        except RecursionError:
+            raise VcrImportError(
+                f"{name}: interaction {number}: a body is nested too deeply to be read"
+            ) from None
     return ForeignCassette(kind, tuple(exchanges))
