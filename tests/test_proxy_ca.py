@@ -40,6 +40,57 @@ def test_the_private_key_is_readable_by_its_owner_only(tmp_path: Path) -> None:
     )  # no temporary file left behind
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o620], ids=oct)
+def test_a_private_key_open_to_others_is_refused(tmp_path: Path, mode: int) -> None:
+    ca = CertificateAuthority(tmp_path / "ca")
+    ca.key_path.chmod(mode)
+    with pytest.raises(ConfigurationError) as raised:
+        CertificateAuthority(tmp_path / "ca")
+    assert str(raised.value) == (
+        f"{ca.key_path}: the private key of the proxy's certificate authority is open to "
+        f"others (mode {mode:04o}); whoever read it can impersonate any site to the clients "
+        f"that trust this CA. Run `chmod 600 {ca.key_path}` if nobody else could have read it, "
+        f"else delete {tmp_path / 'ca'} to have a new CA made (clients must then trust the new "
+        "certificate)"
+    )
+    assert _mode(ca.key_path) == mode  # refused, not changed behind the user's back
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o722, 0o1777], ids=oct)
+def test_a_folder_others_can_write_is_refused(tmp_path: Path, mode: int) -> None:
+    folder = tmp_path / "ca"
+    CertificateAuthority(folder)
+    folder.chmod(mode)
+    with pytest.raises(ConfigurationError) as raised:
+        CertificateAuthority(folder)
+    assert str(raised.value) == (
+        f"{folder}: the folder of the proxy's certificate authority is writable by others "
+        f"(mode {mode:04o}); whoever can write there can swap the CA the proxy signs with, "
+        f"or the certificate clients trust. Run `chmod go-w {folder}` (sakura-http makes it "
+        "0700)"
+    )
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+def test_a_certificate_others_can_write_is_refused(tmp_path: Path) -> None:
+    ca = CertificateAuthority(tmp_path / "ca")
+    ca.cert_path.chmod(0o666)
+    with pytest.raises(ConfigurationError, match=r"writable by others \(mode 0666\)") as raised:
+        CertificateAuthority(tmp_path / "ca")
+    assert f"chmod go-w {ca.cert_path}" in str(raised.value)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
+def test_a_folder_readable_by_others_is_fine(tmp_path: Path) -> None:
+    folder = tmp_path / "ca"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)  # a folder the user made with the usual umask: listing it is harmless
+    first = CertificateAuthority(folder)
+    assert CertificateAuthority(folder).cert_path.read_bytes() == first.cert_path.read_bytes()
+
+
 def test_a_second_start_reuses_the_ca(tmp_path: Path) -> None:
     first = CertificateAuthority(tmp_path)
     second = CertificateAuthority(tmp_path)
@@ -57,6 +108,7 @@ def test_processes_starting_at_once_agree_on_one_ca(tmp_path: Path) -> None:
 
 def test_an_unreadable_ca_file_names_the_file(tmp_path: Path) -> None:
     (tmp_path / CA_KEY_NAME).write_text("not a key")
+    (tmp_path / CA_KEY_NAME).chmod(0o600)  # (a key others may read is refused before it is read)
     with pytest.raises(ConfigurationError, match=CA_KEY_NAME) as raised:
         CertificateAuthority(tmp_path)
     assert "Delete" in str(raised.value)

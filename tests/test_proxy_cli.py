@@ -157,6 +157,7 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--mode", "sometimes"], "invalid choice"),
         (["--scrub-regex", "("], "regular expression '(' is invalid"),
         (["--ignore-json", "a..b"], "JSON path 'a..b' is malformed"),
+        (["--ignore-header", "x run"], "ignore_headers holds 'x run', which is not a header name"),
         (["--shutdown-timeout", "-1"], "shutdown_timeout=-1.0 must be a number of seconds"),
         (["--shutdown-timeout", "nan"], "shutdown_timeout=nan must be a number of seconds"),
         (["--header-timeout", "0"], "header_timeout=0.0 must be a number of seconds, more than 0"),
@@ -220,7 +221,7 @@ def test_help_lists_every_flag() -> None:
         "--mode", "--listen", "--upstream", "--secret-header", "--record-host",
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
-        "--shutdown-timeout", "--header-timeout", "--idle-timeout",
+        "--shutdown-timeout", "--header-timeout", "--idle-timeout", "--ignore-header",
     ):  # fmt: skip
         assert flag in out
     from sakura_http.proxy import (
@@ -240,9 +241,13 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
     cassette = tmp_path / "ruled.jsonl"
     proxy = ProxyProcess(
         str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
-        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example", "--ignore-header", "x-run",
     )  # fmt: skip
-    live = httpx.get(f"{proxy.url}/v1/items?ts=1&who=ada@mail.example", timeout=HANG_GUARD)
+    live = httpx.get(
+        f"{proxy.url}/v1/items?ts=1&who=ada@mail.example",
+        headers={"x-run": "1"},
+        timeout=HANG_GUARD,
+    )
     code, err = proxy.stop()
     assert code == 0, err
     assert urls(cassette) == [f"{upstream.url}/v1/items?ts=1&who=<scrubbed>"]
@@ -250,9 +255,11 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
 
     proxy = ProxyProcess(
         str(cassette), "--upstream", upstream.url,
-        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example", "--ignore-header", "x-run",
     )  # fmt: skip
-    replayed = httpx.get(f"{proxy.url}/v1/items?ts=2&who=bo@mail.example", timeout=HANG_GUARD)
+    replayed = httpx.get(
+        f"{proxy.url}/v1/items?ts=2&who=bo@mail.example", headers={"x-run": "2"}, timeout=HANG_GUARD
+    )
     code, err = proxy.stop()
     assert replayed.status_code == live.status_code == 200, err
 
@@ -333,3 +340,19 @@ def test_the_timeouts_apply_to_the_command(tmp_path: Path, upstream: Upstream) -
     assert answer.startswith(b"HTTP/1.1 408 ")
     assert code == 0
     assert "sent no complete request head within 0.2 s" in err
+
+
+def test_a_loose_ca_key_is_refused_by_both_commands(tmp_path: Path) -> None:
+    ca_dir = tmp_path / "ca"
+    assert cli("ca", "--ca-dir", str(ca_dir)).returncode == 0
+    key = ca_dir / "sakura-http-ca.pem"
+    key.chmod(0o644)
+    for args in (["ca"], ["proxy", str(tmp_path / "a.jsonl")]):
+        result = cli(*args, "--ca-dir", str(ca_dir))
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert result.stderr.startswith(
+            f"sakura-http {args[0]}: error: {key}: the private key of the proxy's certificate "
+            "authority is open to others (mode 0644)"
+        )
+        assert f"Run `chmod 600 {key}`" in result.stderr

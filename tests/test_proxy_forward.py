@@ -272,10 +272,12 @@ def test_ambiguous_framing_inside_a_tunnel_is_refused_and_the_tunnel_closed(
 
 
 def test_a_tunnel_without_a_tls_handshake_is_closed(tmp_path: Path) -> None:
-    with serve(tmp_path / "a.jsonl", ca_dir=tmp_path / "ca", header_timeout=0.3) as proxy:
-        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
-            sock.sendall(b"CONNECT upstream.test:443 HTTP/1.1\r\nHost: upstream.test:443\r\n\r\n")
-            answer = b""
-            while chunk := sock.recv(65536):  # the 200, then the close: no ClientHello came
-                answer += chunk
+    with (
+        serve(tmp_path / "a.jsonl", ca_dir=tmp_path / "ca", header_timeout=0.3) as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(b"CONNECT upstream.test:443 HTTP/1.1\r\nHost: upstream.test:443\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):  # the 200, then the close: no ClientHello came
+            answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 ")

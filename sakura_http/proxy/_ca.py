@@ -10,6 +10,12 @@ Files in the folder (created 0700):
 * ``sakura-http-ca.pem``: the CA's private key and certificate, mode 0600;
 * ``sakura-http-ca-cert.pem``: the certificate alone, the file clients are told to trust.
 
+An existing folder is checked before it is used, the way ssh checks a private key: a key others
+may read (any group or other permission bit), or a folder or certificate others may write, is
+refused with a `ConfigurationError` that says which ``chmod`` fixes it.  It is not fixed
+silently: a key that was readable may have been copied already, which only the user can judge
+(and then start over with a new CA).
+
 The CA is created with one exclusive `os.link`, so two proxies starting at once on an empty
 folder agree on one CA (the loser loads the winner's).  Keys are ECDSA P-256: fast to make, and
 accepted by OpenSSL, curl, Python, Node and Go alike.
@@ -22,6 +28,7 @@ import datetime
 import ipaddress
 import os
 import ssl
+import stat
 import sys
 import tempfile
 import threading
@@ -34,7 +41,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from .._exceptions import ConfigurationError
 
-__all__ = ["CA_CERT_NAME", "CA_KEY_NAME", "ENV_CA_DIR", "CertificateAuthority", "default_ca_dir"]
+__all__ = [
+    "CA_CERT_NAME",
+    "CA_KEY_NAME",
+    "ENV_CA_DIR",
+    "CertificateAuthority",
+    "check_permissions",
+    "default_ca_dir",
+]
 
 CA_KEY_NAME = "sakura-http-ca.pem"
 CA_CERT_NAME = "sakura-http-ca-cert.pem"
@@ -133,13 +147,52 @@ def _write_private(folder: Path, data: bytes) -> Path:
     return Path(name)
 
 
+def _mode(path: Path) -> int | None:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+
+
+def check_permissions(folder: Path, key_path: Path, cert_path: Path) -> None:
+    """Refuse a CA whose key others may read, or whose folder or certificate others may write
+    (`ConfigurationError` saying which ``chmod`` fixes it).  POSIX only: elsewhere the modes
+    say nothing."""
+    if os.name != "posix":  # pragma: no cover - exercised on Windows only
+        return
+    what = "the proxy's certificate authority"
+    mode = _mode(folder)
+    if mode is not None and mode & 0o022:
+        raise ConfigurationError(
+            f"{folder}: the folder of {what} is writable by others (mode {mode:04o}); whoever "
+            "can write there can swap the CA the proxy signs with, or the certificate clients "
+            f"trust. Run `chmod go-w {folder}` (sakura-http makes it 0700)"
+        )
+    mode = _mode(key_path)
+    if mode is not None and mode & 0o077:
+        raise ConfigurationError(
+            f"{key_path}: the private key of {what} is open to others (mode {mode:04o}); "
+            "whoever read it can impersonate any site to the clients that trust this CA. Run "
+            f"`chmod 600 {key_path}` if nobody else could have read it, else delete {folder} "
+            "to have a new CA made (clients must then trust the new certificate)"
+        )
+    mode = _mode(cert_path)
+    if mode is not None and mode & 0o022:
+        raise ConfigurationError(
+            f"{cert_path}: the certificate of {what} is writable by others (mode {mode:04o}); "
+            "whoever can write it can make clients trust another CA. Run "
+            f"`chmod go-w {cert_path}` (sakura-http makes it 0644)"
+        )
+
+
 class CertificateAuthority:
     """The CA stored in `folder`, created there on first use.
 
     `cert_path` is the certificate clients should trust; `context_for(host)` is a server-side
     `ssl.SSLContext` presenting a certificate for `host` (a DNS name or an IP address), minted
     on first use and cached.  A folder holding a CA file that cannot be read raises
-    `ConfigurationError` naming the file; delete the folder to start over.
+    `ConfigurationError` naming the file; delete the folder to start over.  So does a CA others
+    could read the key of or replace (`check_permissions`).
     """
 
     def __init__(self, folder: str | os.PathLike[str] | None = None) -> None:
@@ -153,6 +206,7 @@ class CertificateAuthority:
 
     def _load_or_create(self) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
         self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        check_permissions(self.folder, self.key_path, self.cert_path)
         if not self.key_path.exists():
             key, cert = _new_ca()
             temp = _write_private(self.folder, _pem(key, cert))
