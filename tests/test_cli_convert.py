@@ -618,8 +618,8 @@ def test_cassetter_yaml_and_toml_cassettes_are_imported(
 ) -> None:
     first, second = _converted(tmp_path, CASSETTER_YAML, "cassetter.yaml")
     assert (first.method, first.status) == ("POST", 201)
-    assert first.body == '{"text":"café"}'.encode()
-    assert first.response_body == b'{"id":1,"ok":true}'
+    assert first.body == b'{"text": "caf\\u00e9"}'  # json.dumps, as cassetter replays it
+    assert first.response_body == b'{"id": 1, "ok": true}'
     assert (second.body, second.status, second.response_body) == (
         bytes.fromhex("deadbeef00ff"),
         204,
@@ -900,3 +900,98 @@ def test_vcrpy_yaml_is_still_read_as_vcrpy_reads_it_yaml_1_1(tmp_path: Path) -> 
     )
     (exchange,) = _converted(tmp_path, text)
     assert exchange.body == b'{"true": true, "time": 45045}'
+
+
+@pytest.mark.parametrize("name", ["cassetter-json-bodies.yaml", "cassetter-json-bodies.toml"])
+def test_cassetter_json_bodies_replay_the_bytes_cassetter_replays(
+    tmp_path: Path, name: str
+) -> None:
+    # cassetter keeps a JSON body parsed and replays json.dumps of it, not the file's text.
+    first, second = _converted(tmp_path, (SAMPLES / name).read_text(), name)
+    assert first.body == (
+        b'{"model": "m", "messages": [{"role": "user", "content": "Gr\\u00fc\\u00dfe"}], '
+        b'"max_tokens": 5}'
+    )
+    assert first.response_body.startswith(b'{"id": "msg_01", "content": [{"type": "text", "text": ')
+    assert b"Gr\\u00fc\\u00dfe, \\u201cworld\\u201d" in first.response_body
+    # The recorded content-length is the length of the body written.
+    assert ("content-length", str(len(first.response_body))) in first.response_headers
+    if name.endswith(".yaml"):
+        assert second.response_body == b'"{\\"hello\\": \\"world\\"}"'  # a JSON string
+    else:
+        assert second.response_headers == (("content-type", "text/plain"), ("content-length", "2"))
+
+
+def test_a_json_body_cassetter_refuses_to_load_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = SAMPLES / "cassetter-broken-json.toml", tmp_path / "out.jsonl"
+    result = run(capsys, "convert", source, target)
+    assert_one_line_error(result)
+    assert f"{source}: interaction 1: the request body_content of type json is not JSON" in (
+        result.err
+    )
+    assert "cassetter refuses to load it" in result.err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ('{"a": NaN}', "NaN"),
+        ('{"a": 1e400}', "1e400"),
+        ('["\\ud800"]', "lone surrogate"),
+        ('{"a": 1} x', "Extra data"),
+    ],
+)
+def test_json_text_serde_json_refuses_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, problem: str
+) -> None:
+    text = (SAMPLES / "cassetter-broken-json.toml").read_text()
+    text = text.replace('body_content = "{"', f"body_content = '{content}'")
+    source = tmp_path / "c.toml"
+    source.write_text(text)
+    result = run(capsys, "convert", source, tmp_path / "out.jsonl")
+    assert_one_line_error(result)
+    assert "interaction 1: the request body_content of type json is not JSON" in result.err
+    assert problem in result.err
+
+
+@pytest.mark.parametrize(
+    ("content", "replayed"),
+    [
+        ("-0", b"-0.0"),
+        ("18446744073709551615", b"18446744073709551615"),
+        ("18446744073709551616", b"1.8446744073709552e+19"),
+        ("-9223372036854775809", b"-9.223372036854776e+18"),
+        ("1E2", b"100.0"),
+        ("1e-400", b"0.0"),
+        ('{"a":1,"b":2,"a":3}', b'{"a": 3, "b": 2}'),
+        ('"\\ud83d\\ude00"', b'"\\ud83d\\ude00"'),
+    ],
+)
+def test_json_text_numbers_are_read_as_cassetter_reads_them(
+    tmp_path: Path, content: str, replayed: bytes
+) -> None:
+    text = (SAMPLES / "cassetter-broken-json.toml").read_text()
+    text = text.replace('body_content = "{"', f"body_content = '{content}'")
+    (exchange,) = _converted(tmp_path, text, "c.toml")
+    assert exchange.body == replayed
+
+
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in SAMPLES.glob("cassetter-*") if "broken" not in p.name)
+)
+def test_cassetter_samples_convert_to_what_cassetter_itself_replays(
+    tmp_path: Path, name: str
+) -> None:
+    theirs = _cassetter_reads(SAMPLES / name)
+    ours = _converted(tmp_path, (SAMPLES / name).read_text(), name)
+    assert len(ours) == len(theirs)
+    for exchange, interaction in zip(ours, theirs, strict=True):
+        assert exchange.url == interaction["uri"]
+        assert exchange.body.hex() == interaction["body"]
+        assert exchange.status == interaction["status"]
+        assert exchange.response_body.hex() == interaction["response_body"]
+        sent = {(n, v) for n, values in interaction["headers"].items() for v in values}
+        assert set(exchange.headers) == sent

@@ -96,9 +96,19 @@ def _client_reads(status: int, headers: Headers, body: bytes) -> bytes:
     return response.read()
 
 
+def _true_length(headers: Headers, body: bytes) -> Headers:
+    """`headers` with a content-length that states the length of `body`, the body written
+    (cassetter replays a JSON body re-serialized, so the length in its file may be another).
+    An encoded body, or none (a HEAD or a 304 describes a body it did not send), keeps it."""
+    if not body or _has_encoding(headers):
+        return headers
+    size = str(len(body))
+    return tuple([(n, size if n == "content-length" else v) for n, v in headers])
+
+
 def _plain_response(source: SourceExchange) -> tuple[Headers, bytes, bool]:
     """The response headers to record and what a client must read: (headers, plain, untagged)."""
-    headers = source.response_headers
+    headers = _true_length(source.response_headers, source.response_body)
     try:
         return headers, _client_reads(source.status, headers, source.response_body), False
     except httpx.DecodingError as exc:

@@ -509,6 +509,52 @@ def _json_value(value: Any, what: str) -> Any:
     )
 
 
+class _NotJson(Exception):
+    """What cassetter's JSON parser (Rust's serde_json) refuses and Python's json accepts."""
+
+
+def _not_json(text: str) -> Any:
+    raise _NotJson(f"{text} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    real = float(text)
+    if not math.isfinite(real):
+        raise _NotJson(f"the number {text} is out of range")
+    return real
+
+
+def _integer(text: str) -> int | float:
+    # serde_json: -0 is the float -0.0; past 64 bits an integer is a float.
+    number = int(text)
+    if text == "-0" or not -(1 << 63) <= number < (1 << 64):
+        return _finite(text)
+    return number
+
+
+def _json_text(text: str, what: str) -> Any:
+    """The JSON value cassetter reads from a TOML body_content: JSON text as serde_json parses
+    it (no NaN or Infinity, numbers in range, no lone surrogate escapes)."""
+    problem = ""
+    try:
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite, parse_int=_integer)
+        if "\\u" in text:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except json.JSONDecodeError as exc:
+        problem = f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except _NotJson as exc:
+        problem = str(exc)
+    except UnicodeEncodeError:
+        problem = "it escapes a lone surrogate (\\ud800 to \\udfff without its pair)"
+    except RecursionError:
+        problem = "it is nested too deeply"
+    if problem:
+        raise _Bad(
+            f"the {what} of type json is not JSON ({problem}), so cassetter refuses to load it"
+        )
+    return value
+
+
 def _cassetter_body(side: Mapping[str, Any], what: str) -> bytes:
     if "body" in side:
         body = side["body"]
@@ -533,10 +579,16 @@ def _cassetter_body(side: Mapping[str, Any], what: str) -> bytes:
     if kind == "text" and isinstance(content, str):
         return content.encode("utf-8")
     if kind == "json":
-        if isinstance(content, str) and not isinstance(content, _Plain):
-            return content.encode("utf-8")
-        value = _json_value(content, f"{what} body")
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        # cassetter keeps a JSON body parsed and replays json.dumps of it (`body_to_bytes`):
+        # ", " and ": ", non-ASCII escaped, whatever the file's text.  TOML holds JSON text;
+        # YAML holds the value itself (a quoted string is a JSON string).
+        if key == "body_content":
+            if not isinstance(content, str):
+                raise _Bad(f"the {what} body_content of type json must be JSON text")
+            value = _json_text(content, f"{what} body_content")
+        else:
+            value = _json_value(content, f"{what} body")
+        return json.dumps(value).encode("ascii")
     if kind == "binary" and isinstance(content, str):
         try:
             return bytes.fromhex(content)
