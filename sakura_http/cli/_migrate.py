@@ -56,7 +56,7 @@ REPORT_ENV = "SAKURA_HTTP_MIGRATE_REPORT"
 LOOSE_RULES = "sakura_http.Rules.method_and_url()"
 
 _FOREIGN_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
-_SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", "build", "dist", "fixtures"}
+_SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", "build", "dist"}
 # pytest-recording's file-name escapes (get_default_cassette_name) and the plugin's
 # (sakura_http.pytest_plugin.default_cassette_name; tests/test_cli_migrate.py keeps them equal).
 _RECORDING_UNSAFE = "<>?%*:|\"'/\\"
@@ -372,7 +372,13 @@ def _transformer_class() -> Any:
 
         # classes ---------------------------------------------------------------------
         def visit_ClassDef(self, node: Any) -> bool:
-            marked = any(_is_mark(_called(d.decorator)[0], "vcr") for d in node.decorators)
+            marks = [_called(d.decorator) for d in node.decorators]
+            marked = any(_is_mark(name, "vcr") and call is None for name, call in marks)
+            if any(_is_mark(name, "vcr") and call is not None for name, call in marks):
+                self.plan.notes.append(
+                    f"{self._where(node.name.value)}: a class-level vcr marker with arguments "
+                    "left in place: put @pytest.mark.cassette(...) on its tests"
+                )
             self.classes.append((node.name.value, marked))
             return True
 
@@ -885,6 +891,13 @@ def plan_migration(root: Path, scratch: Path) -> MigrationPlan:
         if new != text:
             plan.edits[path] = (text, new)
     _conftest_edits(plan, conftests)
+    for path in [*conftests, *(p for p in files if _is_test_module(p))]:
+        if "def vcr_cassette_dir" in path.read_text(encoding="utf-8"):
+            plan.notes.append(
+                f"{plan._shown(path)}: a vcr_cassette_dir fixture: its cassettes were looked "
+                "for in pytest-recording's default folder; convert the others with "
+                '`sakura-http convert` and name them with @pytest.mark.cassette("...")'
+            )
     _orphans(plan, files)
     _check_collisions(plan)
     _convert_all(plan, scratch)
@@ -1089,16 +1102,34 @@ def pytest_exception_interact(node: Any, call: Any, report: Any) -> None:
             _append({"kind": "miss", "nodeid": report.nodeid, "drifted": _drifted(exc)})
 
 
+def pytest_collectreport(report: Any) -> None:
+    if os.environ.get(REPORT_ENV) and report.failed:
+        _append(
+            {
+                "kind": "outcome",
+                "nodeid": report.nodeid,
+                "outcome": "failed",
+                "reason": f"cannot be collected: {_first_line(report)}",
+            }
+        )
+
+
+def _first_line(report: Any) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr or "")
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    errors = [line for line in lines if line.startswith("E ")]
+    return (errors[-1][1:] if errors else lines[0]).strip()
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     if not os.environ.get(REPORT_ENV):
         return
     if report.when != "call" and report.passed:
         return
-    reason = ""
-    if not report.passed:
-        crash = getattr(report.longrepr, "reprcrash", None)
-        text = crash.message if crash is not None else str(report.longrepr or "")
-        reason = text.strip().splitlines()[0] if text.strip() else ""
+    reason = "" if report.passed else _first_line(report)
     _append(
         {"kind": "outcome", "nodeid": report.nodeid, "outcome": report.outcome, "reason": reason}
     )
@@ -1129,9 +1160,9 @@ def loosen(root: Path, nodeids: Sequence[str]) -> dict[Path, tuple[str, str]]:
 
 def _loosener(tests: set[tuple[str, ...]]) -> Any:
     cst = _import_libcst()
-    comment = (
-        "# sakura-http migrate: this test's request drifted since its cassette was recorded; "
-        "to tighten, run `pytest --record-all` on this test, then remove rules="
+    notes = (
+        "# sakura-http migrate: this test's request drifted since its cassette was recorded;",
+        "# to tighten it, run `pytest --record-all` on this test, then remove rules= below.",
     )
 
     class Loosen(cst.CSTTransformer):  # type: ignore[misc, name-defined]
@@ -1158,7 +1189,7 @@ def _loosener(tests: set[tuple[str, ...]]) -> Any:
                     whitespace_after=cst.SimpleWhitespace(""),
                 ),
             )
-            note = cst.EmptyLine(comment=cst.Comment(comment))
+            note = [cst.EmptyLine(comment=cst.Comment(text)) for text in notes]
             decorators = list(updated.decorators)
             for number, decorator in enumerate(decorators):
                 name, call = _called(decorator.decorator)
@@ -1173,7 +1204,7 @@ def _loosener(tests: set[tuple[str, ...]]) -> Any:
                     )
                 decorators[number] = decorator.with_changes(
                     decorator=call.with_changes(args=[*args, rule]),
-                    leading_lines=[*decorator.leading_lines, note],
+                    leading_lines=[*decorator.leading_lines, *note],
                 )
                 return updated.with_changes(decorators=decorators)
             expr = cst.parse_expression(
@@ -1187,7 +1218,7 @@ def _loosener(tests: set[tuple[str, ...]]) -> Any:
                 )
                 return updated.with_changes(decorators=decorators)
             return updated.with_changes(
-                decorators=[cst.Decorator(expr, leading_lines=[note])],
+                decorators=[cst.Decorator(expr, leading_lines=note)],
                 leading_lines=updated.leading_lines,
             )
 
@@ -1289,7 +1320,7 @@ def _migrate(args: argparse.Namespace) -> int:
             for path in sorted(edits):
                 _out(f"loosened: {plan._shown(path)}")
             again = {o.nodeid: o for o in run_suite(plan.root, drifted)}
-            outcomes = [again.get(o.nodeid, o) for o in outcomes]
+            outcomes = [_rerun(again, o) for o in outcomes]
             loosened = drifted
     elif any(o.outcome == "missed" and o.drifted for o in outcomes):
         _out(
@@ -1297,6 +1328,16 @@ def _migrate(args: argparse.Namespace) -> int:
             "and URL"
         )
     return _print_run(outcomes, loosened)
+
+
+def _rerun(again: dict[str, Outcome], before: Outcome) -> Outcome:
+    """`before`'s outcome in the second run: its own, or its module's collection error."""
+    if before.nodeid in again:
+        return again[before.nodeid]
+    module = again.get(before.nodeid.split("::")[0])
+    if module is not None:
+        return Outcome(before.nodeid, module.outcome, module.reason)
+    return before
 
 
 def _err(text: str) -> None:
