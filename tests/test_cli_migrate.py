@@ -557,9 +557,12 @@ def test_the_run_reports_passed_missed_and_failed(
     out = result.out
     assert (
         "  missed  tests/test_drift.py::test_create_with_tags (the request drifted: its method "
-        "and URL are recorded)"
+        "and URL are recorded, its body or headers differ)"
     ) in out
-    assert "  missed  tests/test_drift.py::test_new_endpoint (" in out
+    assert (
+        "  missed  tests/test_drift.py::test_new_endpoint (sakura_http.CassetteMiss: GET "
+        "https://api.example.test/never-recorded is not in the cassette "
+    ) in out
     assert "  failed  tests/test_drift.py::test_wrong (AssertionError" in out
     assert "  passed  tests/test_api.py::test_health" in out
     assert "summary: 1 failed, 2 missed, 3 passed" in out
@@ -584,3 +587,14 @@ def test_loosen_gives_drifted_tests_method_and_url_rules(
         "def test_create_with_tags():"
     ) in code
     assert "import sakura_http\n" in code
+
+
+def test_a_suite_pytest_cannot_run_is_said_so(
+    suite: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (suite / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option\n")
+    result = run(capsys, "migrate", "--write", suite)
+    assert result.code == 1
+    assert result.err.startswith("sakura-http migrate: error: pytest did not run the suite (exit 4")
+    assert "the migration is written: fix that, then run pytest" in result.err
+    assert (suite / "tests/fixtures/shared.jsonl").is_file()

@@ -1034,8 +1034,17 @@ def run_suite(root: Path, only: Sequence[str] = ()) -> list[Outcome]:
             "--no-header",
             *only,
         ]
-        subprocess.run(command, cwd=root, env=env, stdout=subprocess.DEVNULL, check=False)
+        done = subprocess.run(
+            command, cwd=root, env=env, capture_output=True, text=True, check=False
+        )
         lines = report.read_text(encoding="utf-8").splitlines() if report.exists() else []
+    if not lines and done.returncode not in (0, 5):  # 5: no tests collected
+        said = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+        raise MigrationError(
+            f"pytest did not run the suite (exit {done.returncode}"
+            + (f": {said[-1].strip()}" if said else "")
+            + "); the migration is written: fix that, then run pytest"
+        )
     outcomes: dict[str, Outcome] = {}
     misses: dict[str, list[bool]] = {}
     for line in lines:
@@ -1270,7 +1279,7 @@ def _print_run(outcomes: list[Outcome], loosened: Sequence[str]) -> int:
         reason = ""
         if outcome.outcome == "missed":
             why = (
-                "the request drifted: its method and URL are recorded"
+                "the request drifted: its method and URL are recorded, its body or headers differ"
                 if outcome.drifted
                 else outcome.reason
             )
@@ -1311,23 +1320,31 @@ def _migrate(args: argparse.Namespace) -> int:
     if args.no_run:
         _out("the suite was not run (--no-run); run pytest to check it")
         return 0
+    try:
+        outcomes, loosened = _run_and_loosen(plan, args.loosen)
+    except MigrationError as exc:
+        _err(str(exc))
+        return 1
+    return _print_run(outcomes, loosened)
+
+
+def _run_and_loosen(plan: MigrationPlan, loose: bool) -> tuple[list[Outcome], list[str]]:
+    """The offline run; with `loose`, the drifted tests loosened and run again."""
     outcomes = run_suite(plan.root)
-    loosened: list[str] = []
-    if args.loosen:
-        drifted = [o.nodeid for o in outcomes if o.outcome == "missed" and o.drifted]
-        if drifted:
-            edits = loosen(plan.root, drifted)
-            for path in sorted(edits):
-                _out(f"loosened: {plan._shown(path)}")
-            again = {o.nodeid: o for o in run_suite(plan.root, drifted)}
-            outcomes = [_rerun(again, o) for o in outcomes]
-            loosened = drifted
-    elif any(o.outcome == "missed" and o.drifted for o in outcomes):
+    drifted = [o.nodeid for o in outcomes if o.outcome == "missed" and o.drifted]
+    if not drifted:
+        return outcomes, []
+    if not loose:
         _out(
             "some tests missed because their requests drifted: --loosen matches them by method "
             "and URL"
         )
-    return _print_run(outcomes, loosened)
+        return outcomes, []
+    edits = loosen(plan.root, drifted)
+    for path in sorted(edits):
+        _out(f"loosened: {plan._shown(path)}")
+    again = {o.nodeid: o for o in run_suite(plan.root, drifted)}
+    return [_rerun(again, o) for o in outcomes], drifted
 
 
 def _rerun(again: dict[str, Outcome], before: Outcome) -> Outcome:
