@@ -995,3 +995,44 @@ def test_cassetter_samples_convert_to_what_cassetter_itself_replays(
         assert exchange.response_body.hex() == interaction["response_body"]
         sent = {(n, v) for n, values in interaction["headers"].items() for v in values}
         assert set(exchange.headers) == sent
+
+
+@pytest.mark.usefixtures("yaml_loader")
+def test_the_format_is_decided_from_the_whole_file_not_one_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An aiohttp json= body {type: tweets} is not cassetter's typed body: the responses say vcrpy.
+    source = SAMPLES / "vcr-aiohttp-typed-body.yaml"
+    result = convert_file(source, tmp_path / "out.jsonl")
+    assert result.kind == "vcrpy"
+    (exchange,) = result.exchanges
+    assert exchange.body == b'{"type": "tweets"}'
+    assert exchange.response_body == b'{"data": []}'
+    assert "looks like a vcrpy cassette" in run(capsys, "lint", source).out
+
+
+@pytest.mark.parametrize(
+    ("typed", "sent"),
+    [
+        ("type: text\n      content: hi", {"type": "text", "content": "hi"}),
+        ("type: none", {"type": "none"}),
+    ],
+)
+def test_a_vcrpy_request_body_shaped_like_cassetters_is_still_vcrpys(
+    tmp_path: Path, typed: str, sent: dict[str, str]
+) -> None:
+    text = (SAMPLES / "vcr-aiohttp-typed-body.yaml").read_text()
+    (exchange,) = _converted(tmp_path, text.replace("      type: tweets", f"      {typed}"))
+    assert json.loads(exchange.body) == sent
+
+
+def test_a_file_mixing_both_formats_is_refused_naming_an_interaction_of_each(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vcrpy = yaml.safe_load((SAMPLES / "vcr-aiohttp-typed-body.yaml").read_text())
+    cassetter = yaml.safe_load(CASSETTER_YAML)
+    mixed = {"version": 1, "interactions": [*cassetter["interactions"], *vcrpy["interactions"]]}
+    err = _refusal(tmp_path, capsys, mixed)
+    assert "interactions 1 and 3 are written in two formats" in err
+    assert "interaction 1 as cassetter writes it (recorded_at" in err
+    assert "interaction 3 as vcrpy writes it (a response body with 'string'" in err

@@ -87,23 +87,30 @@ class ForeignCassette:
 
 # --- sniffing ----------------------------------------------------------------------------------
 
+# What only one of the two writes, seen in the text (`_evidence` looks at the parsed file).
 _CASSETTER_MARKS = re.compile(
-    r"^\s*(?:\[\[interactions\]\]|body_type\s*=|recorded_at:|"
+    r"^\s*(?:\[\[interactions\]\]|body_type\s*=|-?\s*recorded_at:|"
     r"(?:grpc|ws)_interactions:|type:\s*(?:none|text|json|binary)\s*$)",
     re.M,
 )
+_VCRPY_MARKS = re.compile(r'^\s*(?:string|code|status_code):|"(?:string|code)"\s*:', re.M)
 _INTERACTIONS = re.compile(r'^interactions:|"interactions"\s*:|^\[\[interactions\]\]', re.M)
 
 
 def sniff(data: bytes) -> str | None:
     """ "vcrpy" or "cassetter" when `data` looks like such a cassette, else None.
 
-    A cheap textual look at the start of the file (no YAML parser needed), for advice only.
+    A cheap textual look at the start of the file (no YAML parser needed), for advice only:
+    cassetter's when something only cassetter writes is there and nothing only vcrpy writes
+    (a response body's ``string:``, a status ``code:``), so an aiohttp request body
+    ``{type: text}`` in a vcrpy file does not make it cassetter's.
     """
     text = data[: 1 << 16].decode("utf-8", "replace")
     if not _INTERACTIONS.search(text):
         return None
-    return "cassetter" if _CASSETTER_MARKS.search(text) else "vcrpy"
+    if _CASSETTER_MARKS.search(text) and not _VCRPY_MARKS.search(text):
+        return "cassetter"
+    return "vcrpy"
 
 
 # --- parsing -------------------------------------------------------------------------------------
@@ -629,24 +636,73 @@ def _source(number: int, interaction: Any, kind: str) -> SourceExchange:
     )
 
 
-def _kind_of(data: Any) -> str:
-    """`_kind` of what may not be a cassette at all (`read_foreign` then says what is wrong)."""
-    if isinstance(data, Mapping) and isinstance(data.get("interactions", []), list):
-        return _kind({"interactions": [], **data})
-    return "vcrpy"
+def _evidence(interaction: Any) -> tuple[str | None, str | None]:
+    """(what in `interaction` only vcrpy writes, what only cassetter writes); None for none.
+
+    A request body alone is no evidence: vcrpy's aiohttp support stores a ``json=`` argument
+    as the mapping itself, so ``{type: text}`` may be either."""
+    if not isinstance(interaction, Mapping):
+        return None, None
+    request, response = interaction.get("request"), interaction.get("response")
+    request = request if isinstance(request, Mapping) else {}
+    response = response if isinstance(response, Mapping) else {}
+    body = response.get("body")
+    vcrpy = cassetter = None
+    if isinstance(body, Mapping) and "string" in body:
+        vcrpy = "a response body with 'string'"
+    elif isinstance(response.get("status"), Mapping):
+        vcrpy = "a status with 'code'"
+    elif "status_code" in response or "content" in response:
+        vcrpy = "the old httpx layout, 'status_code' and 'content'"
+    elif "parsed_body" in response or "parsed_body" in request:
+        vcrpy = "pydantic-ai's 'parsed_body'"
+    elif "body" in request and not isinstance(request["body"], Mapping):
+        vcrpy = "a request body that is text or null"
+    if "recorded_at" in interaction:
+        cassetter = "recorded_at"
+    elif "body_type" in request or "body_type" in response:
+        cassetter = "body_type"
+    elif isinstance(body, Mapping) and "type" in body and "string" not in body:
+        cassetter = "a response body with 'type'"
+    return vcrpy, cassetter
+
+
+class _Mixed(Exception):
+    """A file whose interactions are written in both formats."""
 
 
 def _kind(data: Mapping[str, Any]) -> str:
+    """ "vcrpy" or "cassetter", from the file as a whole: every interaction is searched for what
+    only one of the two writes (`_evidence`).  cassetter's gRPC and WebSocket lists, or only
+    cassetter's marks, make it cassetter's; a file with no mark either way is vcrpy's.  Raises
+    `_Mixed` naming the first interaction of each when both formats are found."""
     if "grpc_interactions" in data or "ws_interactions" in data:
         return "cassetter"
-    for interaction in data["interactions"]:
-        if isinstance(interaction, Mapping):
-            request = interaction.get("request")
-            if isinstance(request, Mapping) and (
-                "body_type" in request
-                or (isinstance(request.get("body"), Mapping) and "type" in request["body"])
-            ):
-                return "cassetter"
+    first: dict[str, tuple[int, str]] = {}
+    for number, interaction in enumerate(data["interactions"], start=1):
+        for kind, mark in zip(("vcrpy", "cassetter"), _evidence(interaction), strict=True):
+            if mark is not None:
+                first.setdefault(kind, (number, mark))
+        if len(first) == 2:
+            found = sorted((n, k, m) for k, (n, m) in first.items())
+            said = " and ".join(f"interaction {n} as {k} writes it ({m})" for n, k, m in found)
+            a, b = found[0][0], found[1][0]
+            where = f"interaction {a} is" if a == b else f"interactions {a} and {b} are"
+            raise _Mixed(
+                f"{where} written in two formats: {said}; convert reads a file "
+                "as one format, as the tool that replays it does. Move the odd interactions "
+                "into a file of their own, or fix them"
+            )
+    return "cassetter" if "cassetter" in first else "vcrpy"
+
+
+def _kind_of(data: Any) -> str:
+    """`_kind` of what may not be a cassette at all (`read_foreign` then says what is wrong)."""
+    if isinstance(data, Mapping) and isinstance(data.get("interactions", []), list):
+        try:
+            return _kind({"interactions": [], **data})
+        except _Mixed:
+            return "vcrpy"
     return "vcrpy"
 
 
@@ -673,7 +729,10 @@ def read_foreign(data: Any, name: str) -> ForeignCassette:
             "'interactions' list)"
         )
     data = {"interactions": [], **data}  # a cassetter file may hold only gRPC/WebSocket
-    kind = _kind(data)
+    try:
+        kind = _kind(data)
+    except _Mixed as exc:
+        raise VcrImportError(f"{name}: {exc}") from None
     version = data.get("version", 1)
     if isinstance(version, _Plain):
         version = _core_scalar(version) if _CORE_INT.fullmatch(version) else str(version)
