@@ -1036,3 +1036,53 @@ def test_a_file_mixing_both_formats_is_refused_naming_an_interaction_of_each(
     assert "interactions 1 and 3 are written in two formats" in err
     assert "interaction 1 as cassetter writes it (recorded_at" in err
     assert "interaction 3 as vcrpy writes it (a response body with 'string'" in err
+
+
+def test_a_uri_without_a_scheme_is_refused_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, target = SAMPLES / "vcr-schemeless-uri.yaml", tmp_path / "out.jsonl"
+    result = run(capsys, "convert", source, target)
+    assert_one_line_error(result)
+    assert f"{source}: interaction 1: the uri 'api.example.'... (66 chars) has no scheme " in (
+        result.err
+    )
+    assert "has no scheme (http:// or https://), so where the request went cannot be told" in (
+        result.err
+    )
+    assert "verification" not in result.err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("uri", ["ftp://files.example.test/a", "https:///no-host"])
+def test_a_uri_that_is_not_http_is_refused_saying_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], uri: str
+) -> None:
+    text = (SAMPLES / "vcr-schemeless-uri.yaml").read_text()
+    text = text.replace("api.example.test/upload/storage/v1/b/bucket/o?uploadType=multipart", uri)
+    err = _refusal(tmp_path, capsys, text)
+    assert f"interaction 1: the uri '{uri}' " in err
+    assert "not an http:// or https:// URL with a host" in err or "has no scheme" in err
+
+
+def test_a_failed_verification_names_the_file_the_interaction_and_what_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Break the recording engine on purpose: the written URL is not the one sent.
+    from sakura_http import _session
+
+    real = _session.encode_exchange
+
+    def moved(exchange: Exchange) -> bytes:
+        return real(replace(exchange, url=exchange.url + "-moved"))
+
+    monkeypatch.setattr(_session, "encode_exchange", moved)
+    err = _refusal(tmp_path, capsys, VCR_YAML)
+    source = tmp_path / "vcr.yaml"
+    assert err.startswith(
+        f"sakura-http convert: error: {source}: interaction 1: verification failed: the "
+        "converted exchange does not answer the request it was converted from: url: request "
+        "https://api.example.test/v1/invoices, recorded https://api.example.test/v1/invoices-moved"
+    )
+    assert "sakura-convert" not in err  # no temporary path
+    assert "record" not in err.replace("recorded", "")  # no recording advice

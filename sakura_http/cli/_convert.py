@@ -33,8 +33,11 @@ from pathlib import Path
 import httpx
 
 from .._cassette import AtomicRecording, load_cassette
-from .._exceptions import CassetteError
+from .._config import CassetteConfig
+from .._exceptions import CassetteError, CassetteMiss
 from .._format import Exchange, Headers, encode_exchange
+from .._libraries import library_of
+from .._matching import MatchRules, differences
 from .._policy import REDACTED, REDACTED_RESPONSE_HEADERS, shown_value
 from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
@@ -130,11 +133,24 @@ def _plain_response(source: SourceExchange) -> tuple[Headers, bytes, bool]:
 
 
 def _request(source: SourceExchange) -> httpx.Request:
+    uri = shown_value(url_shown(source.url))
     try:
         request = httpx.Request(source.method, source.url, content=source.body)
     except (httpx.InvalidURL, ValueError, TypeError) as exc:
-        uri = shown_value(url_shown(source.url))
         raise _Bad(source, f"the uri {uri} is not a URL httpx can send ({exc})") from None
+    if not request.url.scheme:
+        raise _Bad(
+            source,
+            f"the uri {uri} has no scheme (http:// or https://), so where the request went "
+            "cannot be told (a before_record hook of the recording project may have cut it "
+            "short); sakura-http matches whole URLs. Write the whole URL in the source",
+        )
+    if request.url.scheme not in ("http", "https") or not request.url.host:
+        raise _Bad(
+            source,
+            f"the uri {uri} is not an http:// or https:// URL with a host, which is all "
+            "sakura-http records. Fix the uri in the source",
+        )
     # Exactly the source's headers: httpx would add host and content-length on its own.
     request.headers = httpx.Headers(_encoded(source.headers))
     return request
@@ -204,15 +220,56 @@ def _note(result: ConvertResult, source: SourceExchange, written: Exchange) -> N
 
 
 def _guarded(
-    source: SourceExchange, send: Callable[[], httpx.Response], prefix: str = ""
+    source: SourceExchange,
+    send: Callable[[], httpx.Response],
+    prefix: str = "",
+    *,
+    missed: bool = False,
 ) -> httpx.Response:
-    """Send one request; a refusal by the recording rules or an unreadable body becomes `_Bad`."""
+    """Send one request; a refusal by the recording rules or an unreadable body becomes `_Bad`
+    (a `CassetteMiss` is raised as it is when `missed`: the caller explains it)."""
     try:
         response = send()
         response.read()
+    except CassetteMiss:
+        if missed:
+            raise
+        raise _Bad(source, f"{prefix}the converted cassette does not answer it") from None
     except (CassetteError, httpx.HTTPError, UnicodeError) as exc:
         raise _Bad(source, f"{prefix}{exc}") from None
     return response
+
+
+#: At most this many lines of what differs go into the one-line message of a failed check.
+_SHOWN_DIFFERENCES = 8
+
+
+def _unanswered(
+    miss: CassetteMiss, request: httpx.Request, exchange: Exchange, config: CassetteConfig
+) -> str:
+    """Why the exchange converted from `request` does not answer it: what differs between
+    them once the matching rules apply (the miss's own words name a temporary file and how to
+    record, which mean nothing here)."""
+    rules = MatchRules(
+        ignore=config.ignore_headers,
+        secret=config.secret_headers,
+        secret_query=config.secret_query_params,
+        rules=config.rules,
+    )
+    # As matched: the URL the miss says (echoes of secrets redacted), the rest as sent.
+    data = library_of(request).request_data(request, config.secret_query_params)
+    found = differences(data._replace(url=miss.url), exchange, rules, hinted=False)
+    lines = [line.strip() for line in found if line.strip()]
+    if len(lines) > _SHOWN_DIFFERENCES:
+        lines[_SHOWN_DIFFERENCES:] = [f"and {len(lines) - _SHOWN_DIFFERENCES} more lines"]
+    what = "; ".join(lines) or (
+        "nothing differs once the matching rules apply, yet they do not match: a defect of "
+        "sakura-http, please report it with the source file"
+    )
+    return (
+        "verification failed: the converted exchange does not answer the request it was "
+        f"converted from: {what}"
+    )
 
 
 def _record(
@@ -250,13 +307,17 @@ def _verify(
     with RecordingTransport(
         path, mode="none", secret_headers=secrets, allow_repeats=False, environ={}
     ) as transport:
-        for source, (headers, plain) in zip(sources, prepared, strict=True):
+        for source, exchange, (headers, plain) in zip(sources, exchanges, prepared, strict=True):
             request = _request(source)
-            response = _guarded(
-                source,
-                functools.partial(transport.handle_request, request),
-                "verification failed: ",
-            )
+            try:
+                response = _guarded(
+                    source,
+                    functools.partial(transport.handle_request, request),
+                    "verification failed: ",
+                    missed=True,
+                )
+            except CassetteMiss as miss:
+                raise _Bad(source, _unanswered(miss, request, exchange, transport.config)) from None
             try:
                 _check_replay(source, headers, plain, response)
             except _Bad as exc:
