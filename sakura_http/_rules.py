@@ -39,7 +39,6 @@ __all__ = [
     "Scrub",
     "apply_hook",
     "scrub_chunked",
-    "scrub_suggestions",
     "scrub_written",
     "with_notes",
 ]
@@ -80,15 +79,9 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
     "anthropic-ratelimit-output-tokens-reset",
 )
 
-#: What `scrub_suggestions` takes for an e-mail address (and `Scrub.regex` can be given).
+#: What an e-mail address looks like: `sakura-http lint` looks for them, and `Scrub.regex` can
+#: be given it to scrub them.
 EMAIL_PATTERN = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+"
-# Whole runs of token characters (linear: each character is looked at once); the length is
-# checked afterwards, so a megabyte of "x" costs one match, not a backtracking search.
-_TOKEN = r"[A-Za-z0-9_-]+"
-_TOKEN_LENGTHS = range(32, 257)
-# Suggestions are warnings: the first megabyte of a field is enough to show the shape.
-_SCANNED = 1 << 20
-_PLACEHOLDER = r"<[a-z-]+>"
 
 _PATH_PART = r"\.?([^.\[\]]+)|\[(\d+|\*)\]"
 # (Patterns are compiled where they are used, through `re`'s own cache: only the review
@@ -748,63 +741,3 @@ def apply_hook(rules: Rules, exchange: Exchange) -> Exchange | None:
             "dataclasses.replace(exchange, ...)) or None to skip recording it"
         )
     return result
-
-
-def _random_looking(token: str) -> bool:
-    """Long, mixing letters and digits, and not a word: a key, session token or opaque id."""
-    has_digit = any(c.isdigit() for c in token)
-    has_upper = any(c.isupper() for c in token)
-    has_lower = any(c.islower() for c in token)
-    return has_digit and (has_upper or has_lower) and len(set(token)) >= 12
-
-
-def _json_paths(value: Any, path: str = "") -> Iterable[tuple[str, str]]:
-    """(path, string) for every string leaf of a JSON value; list indexes become ``[*]``."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _json_paths(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for item in value:
-            yield from _json_paths(item, f"{path}[*]")
-    elif isinstance(value, str):
-        yield path, value
-
-
-def scrub_suggestions(text: str, json_body: bytes | None = None) -> list[tuple[str, str, str]]:
-    """Values in `text` that look like e-mail addresses or long random tokens, each as
-    (what it looks like, the value, the `Scrub` that would keep it out of a cassette).
-
-    With `json_body`, values found in its string fields are suggested as ``Scrub.json(path)``;
-    others as ``Scrub.regex(...)``.  Placeholders such as ``<scrubbed>`` are never suggested.
-    """
-    paths: dict[str, str] = {}
-    if json_body and len(json_body) <= _SCANNED:
-        try:
-            for path, leaf in _json_paths(orjson.loads(json_body)):
-                paths.setdefault(leaf, path)
-        except orjson.JSONDecodeError:
-            pass
-    found: list[tuple[str, str, str]] = []
-    seen: set[str] = set()
-    text = text[:_SCANNED]
-    email, token = re.compile(EMAIL_PATTERN, re.ASCII), re.compile(_TOKEN)
-    placeholder = re.compile(_PLACEHOLDER)
-    for what, pattern in (("an e-mail address", email), ("a long random token", token)):
-        if pattern is email and "@" not in text:
-            continue
-        for match in pattern.finditer(text):
-            value = match.group(0)
-            if value in seen or placeholder.fullmatch(value):
-                continue
-            if pattern is token and not (len(value) in _TOKEN_LENGTHS and _random_looking(value)):
-                continue
-            seen.add(value)
-            where = next((p for leaf, p in paths.items() if value in leaf), None)
-            if where is not None:
-                scrub = f'Scrub.json("{where}")'
-            elif pattern is email:
-                scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
-            else:
-                scrub = f'Scrub.regex(r"{re.escape(value[:6])}[A-Za-z0-9_-]+")'
-            found.append((what, value, scrub))
-    return found

@@ -285,6 +285,8 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
                 "(sk-ant-f...(38 chars)); if it is real, rotate it and re-record with the "
                 "credential in secret_headers",
                 "excerpt": "sk-ant-f...(38 chars)",
+                "count": 1,
+                "lines": [2],
             },
             {
                 "path": str(path),
@@ -295,6 +297,8 @@ def test_json_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
                 "message": "id 'list-items' is already used by line 2; ids must be unique "
                 "within a cassette: rename or delete one of them",
                 "excerpt": None,
+                "count": 1,
+                "lines": [3],
             },
         ],
         "unreadable": [],
@@ -371,6 +375,11 @@ CREDENTIAL_SHAPES = {
     "a Stripe key": "sk_test_faketest00000000000000",
     "a Hugging Face token": "hf_faketest0000000000000000000000000",
     "a Slack token": "xoxe-fake-test-0000000000",
+    "a Google OAuth access token": "ya29.FakeTest0000000000000000000000",
+    "a Groq API key": "gsk_FakeTest00000000000000000000000000000000000000",
+    "an xAI API key": "xai-FakeTest00000000000000000000000000000000000000",
+    "a Perplexity API key": "pplx-FakeTest00000000000000000000000000000000000000",
+    "a Replicate token": "r8_FakeTest0000000000000000000000000000",
 }
 
 
@@ -494,3 +503,130 @@ def test_personal_data_and_random_tokens_are_warnings_naming_the_scrub(tmp_path:
         response_body=b"the quick brown fox jumps over the lazy dog <scrubbed>",
     )
     assert [f for f in lint_bytes(cassette_bytes([clean]), "c.jsonl") if f.check == "scrub"] == []
+
+
+# --- precise enough to keep strict (issue 24 item 13) -----------------------------------------
+
+
+PLACEHOLDER_CASES = {
+    "query key": items(url="https://api.example.test/v1/items?key=REDACTED"),
+    "query api_key": items(url="https://api.example.test/v1/items?api_key=FILTERED&page=2"),
+    "query token": items(url="https://api.example.test/v1/items?token=YOUR_API_KEY"),
+    "json field": message(body=b'{"api_key": "test_api_key"}', chunks=None),
+    "json client_secret": message(body=b'{"client_secret": "scrubbed"}', chunks=None),
+    "code in a prompt": message(
+        body=b"import os\napi_key=os.environ['X_API_KEY']\n", headers=(), chunks=None
+    ),
+    "bearer header": items(headers=(("authorization", "Bearer REDACTED"),)),
+    "api key header": items(headers=(("x-api-key", "YOUR_API_KEY"),)),
+    "cookie header": items(headers=(("cookie", "__cf_bm=REDACTED; _cfuvid=FILTERED"),)),
+    "set-cookie": items(response_headers=(("set-cookie", "session=REDACTED; Path=/; HttpOnly"),)),
+    "echoed bearer": items(response_body=b'{"echo": "Authorization: Bearer <API_KEY>"}'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLACEHOLDER_CASES))
+def test_placeholders_other_tools_wrote_are_not_secrets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    path = write_cassette(tmp_path / "c.jsonl", [PLACEHOLDER_CASES[case]])
+    result = run(capsys, "lint", "--strict", path)
+    assert (result.code, result.out) == (0, "1 file checked: 0 errors, 0 warnings\n")
+
+
+def test_a_real_value_beside_a_placeholder_is_still_found(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cookie = items(headers=(("cookie", "__cf_bm=REDACTED; session=fake-test-session-0000"),))
+    query = items(
+        id="q", url="https://api.example.test/v1/items?key=REDACTED&token=fake-test-value-9"
+    )
+    findings = lint_bytes(cassette_bytes([cookie, query]), "c.jsonl")
+    assert [(f.line, f.check, f.field) for f in findings] == [
+        (2, "credential-header", "headers.cookie"),
+        (3, "secret", "url"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # A GCS V4 signed URL (made-up values): both parameters are credentials.
+        "https://storage.example.test/bucket/object?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+        "&X-Goog-Credential=svc%40proj.iam.example.test%2F20260101%2Fauto%2Fstorage%2Fgoog4_request"
+        "&X-Goog-Date=20260101T000000Z&X-Goog-Expires=900&X-Goog-SignedHeaders=host"
+        "&X-Goog-Signature=0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071",
+        # And the AWS form of the same.
+        "https://bucket.s3.example.test/object?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Credential=FAKETESTCREDENTIAL%2F20260101%2Fus-east-1%2Fs3%2Faws4_request"
+        "&X-Amz-Date=20260101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host"
+        "&X-Amz-Signature=0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6071",
+    ],
+)
+def test_signed_urls_are_found(url: str) -> None:
+    findings = lint_bytes(cassette_bytes([items(url=url)]), "c.jsonl")
+    messages = [f.message for f in findings if f.check == "secret"]
+    assert len(messages) == 1, messages
+    assert "a credential query parameter" in messages[0]
+    assert "2 such values, on 1 line (2)" in messages[0]
+    assert "0a1b2c3d4e5f" not in messages[0]
+    # In a response body too: an API handing out an upload URL.
+    body = f'{{"upload_url": "{url}"}}'.encode()
+    findings = lint_bytes(cassette_bytes([items(response_body=body)]), "c.jsonl")
+    assert [(f.check, f.field) for f in findings] == [("secret", "response_body")]
+
+
+def _embedding_b64(count: int) -> str:
+    import base64
+    import struct
+
+    floats = [((i * 7919) % 2000 - 1000) / 1000 for i in range(count)]
+    return base64.b64encode(struct.pack(f"<{count}f", *floats)).decode()
+
+
+def test_no_scrub_warning_for_base64_payloads_uuids_and_placeholders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    embedding = _embedding_b64(1536)
+    image = _embedding_b64(3000)
+    body = {
+        "data": [{"embedding": embedding, "index": 0}],
+        "image": f"data:image/png;base64,{image}",
+        "id": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        "trace": "chatcmpl-7c9e6679742540de944be07fc1f90ae7",
+        "request": "req_7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        "user": "REDACTED_USER_0a1b2c3d4e5f60718293a4b5c6d7e8f9",
+    }
+    exchange = items(id=None, response_body=json.dumps(body).encode())
+    path = write_cassette(tmp_path / "c.jsonl", [exchange, exchange])
+    result = run(capsys, "lint", "--strict", path)
+    assert (result.code, result.out) == (0, "1 file checked: 0 errors, 0 warnings\n")
+
+
+def test_warnings_are_grouped_per_field_path_with_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def session(n: int) -> Exchange:
+        token = f"sess_{n:02d}aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQpOnM"
+        body = {"session": {"token": token, "user": f"user{n}@mail.example"}, "n": n}
+        return items(id=f"s{n}", response_body=json.dumps(body).encode())
+
+    path = write_cassette(tmp_path / "c.jsonl", [session(n) for n in range(30)])
+    result = run(capsys, "lint", path)
+    assert result.code == 0
+    lines = result.out.splitlines()
+    assert lines == [
+        f"{path}:2: warning: response_body contains what looks like a long random token "
+        "(sess_00a...(40 chars)); 30 such values at session.token, on 30 lines (2, 3, 4, 5, "
+        "6, ...); to keep such values out of the cassette, re-record with "
+        'Rules(scrub=[Scrub.json("session.token")]) [scrub]',
+        f"{path}:2: warning: response_body contains what looks like an e-mail address "
+        "(user...(18 chars)); 30 such values at session.user, on 30 lines (2, 3, 4, 5, 6, "
+        "...); to keep such values out of the cassette, re-record with "
+        'Rules(scrub=[Scrub.json("session.user")]) [scrub]',
+        "1 file checked: 0 errors, 2 warnings",
+    ]
+    data = json.loads(run(capsys, "lint", "--json", path).out)
+    first = data["findings"][0]
+    assert (first["count"], first["lines"]) == (30, list(range(2, 32)))
+    assert data["warnings"] == 2

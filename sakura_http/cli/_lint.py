@@ -14,10 +14,14 @@ Errors are problems that break replay or put a credential on disk:
 
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
 and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`), private-key
-blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ...) and body
+blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ..., and the
+signatures of signed URLs, `SIGNED_URL_QUERY_PARAMS`) and body
 fields (`api_key=`, `"client_secret": ...`) whose value is not `<redacted>`; and values that
 look like e-mail addresses or long random tokens, with the `Scrub` that would keep them out
-(`scrub_suggestions`).  A warning shows a masked excerpt (`mask()`), never the whole value.
+(not base64 payloads, UUIDs or placeholders).  A value that is a placeholder another tool
+wrote (`is_placeholder`: ``REDACTED``, ``YOUR_API_KEY``...) is never reported.  The values
+of one kind at one field path of a file are one warning, with their count and lines.  A
+warning shows a masked excerpt (`mask()`), never the whole value.
 
 Linting keeps going after a problem wherever it can: every bad line of a file is reported, not
 only the first.  Only a bad header line stops a file, since the header decides how the rest
@@ -26,18 +30,21 @@ is read.  This module does no printing; the CLI renders its `Finding`s.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote_plus
 
 import orjson
 
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
+from .._placeholders import is_placeholder
 from .._policy import (
     DEFAULT_MAX_BODY_BYTES,
     REDACTED,
@@ -46,11 +53,12 @@ from .._policy import (
     is_known_credential_header,
     shown_value,
 )
-from .._rules import scrub_suggestions
+from .._rules import EMAIL_PATTERN
 from ._foreign import sniff
 
 __all__ = [
     "SECRET_SHAPES",
+    "SIGNED_URL_QUERY_PARAMS",
     "Finding",
     "SecretShape",
     "credential_headers",
@@ -74,6 +82,10 @@ class Finding:
     `set-cookie`, `body-size`, `secret`), `field` the part of the exchange concerned (`url`,
     `headers.<name>`, `response_headers.<name>`, `body`, `response_body`, `error.message`) and
     `excerpt` a masked excerpt of the offending value, when there is one.
+
+    A `secret` or `scrub` warning of `lint_bytes` stands for every value of its kind at one
+    field path of the file (`excerpt` shows the first): `count` says how many, `lines` on
+    which lines (`line` is the first).  Any other finding is one value on one line.
     """
 
     path: str
@@ -83,6 +95,8 @@ class Finding:
     message: str
     field: str | None = None
     excerpt: str | None = None
+    count: int = 1
+    lines: tuple[int, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """The finding as a JSON-ready dict (the shape of `sakura-http lint --json`)."""
@@ -94,6 +108,8 @@ class Finding:
             "field": self.field,
             "message": self.message,
             "excerpt": self.excerpt,
+            "count": self.count,
+            "lines": list(self.lines or ([] if self.line is None else [self.line])),
         }
 
     def __str__(self) -> str:
@@ -103,63 +119,135 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class SecretShape:
-    """A kind of credential recognised by its shape; the `secret` group, if any, is the value."""
+    """A kind of credential recognised by its shape; the `secret` group, if any, is the value.
+
+    `needles` are lower-case strings one of which every match holds: a text holding none of
+    them is not searched (a regular expression starting with a look-behind is tried at every
+    position of a body; a substring search is not).  Empty: always searched."""
 
     name: str
     pattern: re.Pattern[str]
+    needles: tuple[str, ...] = ()
 
+
+#: Query parameters of signed URLs that carry the credential (Google Cloud Storage V4, AWS
+#: SigV4): recording does not redact them unless they are in `secret_query_params`, so lint
+#: looks for them beside the ones it redacts by default.
+SIGNED_URL_QUERY_PARAMS = frozenset(
+    {
+        "x-goog-credential",
+        "x-goog-signature",
+        "x-amz-credential",
+        "x-amz-signature",
+        "x-amz-security-token",
+    }
+)
+_CREDENTIAL_QUERY_PARAMS = DEFAULT_SECRET_QUERY_PARAMS | SIGNED_URL_QUERY_PARAMS
 
 # These patterns describe shapes, not values.  They are deliberately a little loose (a warning
 # is cheap to dismiss, a leaked key is not) but anchored so that words such as "task-" or
 # "Bearer realm=..." do not match.
 SECRET_SHAPES: tuple[SecretShape, ...] = (
-    SecretShape("a private key block", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
-    SecretShape("an Anthropic API key", re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{16,}")),
     SecretShape(
-        "an API secret key (sk-...)", re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}")
+        "a private key block",
+        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----"),
+        ("-----begin",),
+    ),
+    SecretShape(
+        "an Anthropic API key",
+        re.compile(r"(?<![A-Za-z0-9_-])sk-ant-[A-Za-z0-9_-]{16,}"),
+        ("sk-ant-",),
+    ),
+    SecretShape(
+        "an API secret key (sk-...)",
+        re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"),
+        ("sk-",),
     ),
     SecretShape(
         "an AWS access key id",
         re.compile(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("akia", "asia"),
     ),
-    SecretShape("a GitHub token", re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}")),
-    SecretShape("a GitHub token", re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}")),
-    SecretShape("a GitLab token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}")),
-    SecretShape("a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}")),
-    SecretShape("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposre]-[A-Za-z0-9-]{10,}")),
     SecretShape(
-        "a Stripe key", re.compile(r"(?<![A-Za-z0-9_])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}")
+        "a GitHub token",
+        re.compile(r"(?<![A-Za-z0-9_])gh[pousr]_[A-Za-z0-9]{20,}"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     ),
-    SecretShape("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}")),
-    SecretShape("an npm token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}")),
+    SecretShape(
+        "a GitHub token",
+        re.compile(r"(?<![A-Za-z0-9_])github_pat_[A-Za-z0-9_]{22,}"),
+        ("github_pat_",),
+    ),
+    SecretShape(
+        "a GitLab token", re.compile(r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"), ("glpat-",)
+    ),
+    SecretShape(
+        "a Google API key", re.compile(r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}"), ("aiza",)
+    ),
+    SecretShape(
+        "a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abposre]-[A-Za-z0-9-]{10,}"), ("xox",)
+    ),
+    SecretShape(
+        "a Stripe key",
+        re.compile(r"(?<![A-Za-z0-9_])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+        ("_live_", "_test_"),
+    ),
+    SecretShape(
+        "a Hugging Face token", re.compile(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{30,}"), ("hf_",)
+    ),
+    SecretShape("an npm token", re.compile(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}"), ("npm_",)),
+    SecretShape(
+        "a Google OAuth access token",
+        re.compile(r"(?<![A-Za-z0-9_.-])ya29\.[0-9A-Za-z_-]{20,}"),
+        ("ya29.",),
+    ),
+    SecretShape("a Groq API key", re.compile(r"(?<![A-Za-z0-9_])gsk_[A-Za-z0-9]{40,}"), ("gsk_",)),
+    SecretShape("an xAI API key", re.compile(r"(?<![A-Za-z0-9_-])xai-[A-Za-z0-9]{40,}"), ("xai-",)),
+    SecretShape(
+        "a Perplexity API key", re.compile(r"(?<![A-Za-z0-9_-])pplx-[A-Za-z0-9]{40,}"), ("pplx-",)
+    ),
+    SecretShape("a Replicate token", re.compile(r"(?<![A-Za-z0-9_])r8_[A-Za-z0-9]{30,}"), ("r8_",)),
     SecretShape(
         "a JSON Web Token",
         re.compile(r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+        ("eyj",),
     ),
     # A token or credential made of letters only is almost surely a word ("Basic
     # Authentication"), so these two ask for at least one digit or symbol.
     SecretShape(
         "a bearer token",
         re.compile(r"(?i)\bbearer\s+(?P<secret>(?=[A-Za-z]*[0-9._~+/=-])[A-Za-z0-9._~+/-]{16,}=*)"),
+        ("bearer",),
     ),
     SecretShape(
         "basic auth credentials",
         re.compile(r"(?i)\bbasic\s+(?P<secret>(?=[A-Za-z]*[0-9+/=])[A-Za-z0-9+/]{12,}={0,2})"),
+        ("basic",),
     ),
     # Credentials by name (the names recording redacts by default): recording writes them as
     # <redacted>, which these never match.
     SecretShape(
         "a credential query parameter",
         re.compile(
-            rf"(?i)[?&;](?:{'|'.join(sorted(map(re.escape, DEFAULT_SECRET_QUERY_PARAMS)))})="
-            r"(?P<secret>(?!%3Credacted%3E)[^&#\s\"'<>]+)"
+            rf"(?i)[?&;#](?:{'|'.join(sorted(map(re.escape, _CREDENTIAL_QUERY_PARAMS)))})="
+            r"(?P<secret>[^&#\s\"'<>]+)"
         ),
+        ("=",),
     ),
     SecretShape(
         "a credential field",
         re.compile(
             r"(?i)(?:^|(?<=[&\s{,\"']))[\"']?(?:api_key|apikey|api-key|client_secret|access_token"
             r"|refresh_token|password)[\"']?\s*[=:]\s*[\"']?(?P<secret>[^&\"'\s,}<]{4,})"
+        ),
+        (
+            "api_key",
+            "apikey",
+            "api-key",
+            "client_secret",
+            "access_token",
+            "refresh_token",
+            "password",
         ),
     ),
 )
@@ -185,16 +273,23 @@ def find_secrets(text: str) -> Iterator[tuple[SecretShape, str]]:
     """Yield `(shape, value)` for every credential-looking value in `text`.
 
     Shapes are tried in `SECRET_SHAPES` order and a value is reported once, by the first shape
-    that covers it (a JWT inside a bearer header is reported as the bearer token).
+    that covers it (a JWT inside a bearer header is reported as the bearer token).  A value
+    that is a placeholder other tools write (`is_placeholder`: ``REDACTED``,
+    ``YOUR_API_KEY``, ``os.environ['X_API_KEY']``...) is not reported.
     """
     taken: list[tuple[int, int]] = []
+    lowered = text.lower()
     for shape in SECRET_SHAPES:
+        if shape.needles and not any(needle in lowered for needle in shape.needles):
+            continue
         for match in shape.pattern.finditer(text):
             start, end = match.span()
             if any(start < t_end and t_start < end for t_start, t_end in taken):
                 continue
-            taken.append((start, end))
             secret = match.groupdict().get("secret") or match.group(0)
+            if is_placeholder(unquote_plus(secret)):
+                continue
+            taken.append((start, end))
             yield shape, secret
 
 
@@ -204,9 +299,53 @@ def _text(body: bytes) -> str:
     return body.decode("latin-1")
 
 
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    """A value a warning is about, before `lint_bytes` groups the values of a file: those of
+    one `key` (check, field, what it looks like, JSON path) become one finding."""
+
+    line: int
+    check: str
+    field: str
+    key: tuple[str, ...]
+    head: str  # "<field> contains what looks like <what> (<excerpt>)"
+    where: str  # " at <json path>", or ""
+    advice: str
+    excerpt: str
+
+    def finding(self, path: str, lines: list[int], count: int) -> Finding:
+        shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+        counted = (
+            f"; {count} such values{self.where}, on {_plural(len(lines), 'line')} ({shown})"
+            if count > 1
+            else ""
+        )
+        return Finding(
+            path,
+            self.line,
+            "warning",
+            self.check,
+            f"{self.head}{counted}; {self.advice}",
+            self.field,
+            self.excerpt,
+            count,
+            tuple(lines) if count > 1 else (),
+        )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
-    """Every error and warning for one decoded exchange (duplicate ids are checked by the
-    caller, which sees the whole file)."""
+    """Every error and warning for one decoded exchange, each warning one value (duplicate ids
+    are checked, and warnings grouped, by `lint_bytes`, which sees the whole file)."""
+    findings, hits = _check_exchange(exchange, path, line)
+    return findings + [hit.finding(path, [line], 1) for hit in hits]
+
+
+def _check_exchange(exchange: Exchange, path: str, line: int) -> tuple[list[Finding], list[_Hit]]:
+    """The errors of one exchange, and the values its warnings are about."""
     findings: list[Finding] = []
 
     def add(severity: Severity, check: str, message: str, field: str, excerpt: str | None) -> None:
@@ -228,7 +367,7 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
         )
     credentials = set(credential_headers(exchange.headers))
     for name, value in exchange.headers:
-        if name in credentials:
+        if name in credentials and not is_placeholder(value):  # "Bearer REDACTED" holds none
             field = f"headers.{name}"
             credential_fields.add(field)
             # A name of credential shape only may have been recorded on purpose (allow_headers).
@@ -244,7 +383,7 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
                 mask(value),
             )
     for name, value in exchange.response_headers:
-        if name in REDACTED_RESPONSE_HEADERS and value != REDACTED:
+        if name in REDACTED_RESPONSE_HEADERS and not is_placeholder(value.split(";")[0]):
             field = f"response_headers.{name}"
             credential_fields.add(field)
             add(
@@ -270,6 +409,7 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
                 None,
             )
 
+    hits: list[_Hit] = []
     scanned: list[tuple[str, str]] = [("url", exchange.url)]
     scanned += [(f"headers.{name}", value) for name, value in exchange.headers]
     scanned += [(f"response_headers.{name}", value) for name, value in exchange.response_headers]
@@ -282,27 +422,125 @@ def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
         secrets = set()
         for shape, secret in find_secrets(text):
             secrets.add(secret)
-            add(
-                "warning",
-                "secret",
-                f"{field} contains what looks like {shape.name} ({mask(secret)}); if it is "
-                "real, rotate it and re-record with the credential in secret_headers",
-                field,
-                mask(secret),
+            hits.append(
+                _Hit(
+                    line,
+                    "secret",
+                    field,
+                    ("secret", field, shape.name),
+                    f"{field} contains what looks like {shape.name} ({mask(secret)})",
+                    "",
+                    "if it is real, rotate it and re-record with the credential in secret_headers",
+                    mask(secret),
+                )
             )
         json_body = {"body": exchange.body, "response_body": exchange.response_body}.get(field)
-        for what, value, scrub in scrub_suggestions(text, json_body):
+        for what, value, where, scrub in _scrub_candidates(text, json_body):
             if any(value in secret or secret in value for secret in secrets):
                 continue  # already a warning as a credential
-            add(
-                "warning",
-                "scrub",
-                f"{field} contains what looks like {what} ({mask(value)}); to keep such values "
-                f"out of the cassette, re-record with Rules(scrub=[{scrub}])",
-                field,
-                mask(value),
+            hits.append(
+                _Hit(
+                    line,
+                    "scrub",
+                    field,
+                    ("scrub", field, what, where or ""),
+                    f"{field} contains what looks like {what} ({mask(value)})",
+                    f" at {where}" if where else "",
+                    "to keep such values out of the cassette, re-record with "
+                    f"Rules(scrub=[{scrub}])",
+                    mask(value),
+                )
             )
-    return findings
+    return findings, hits
+
+
+# --- the scrub check: personal data and session tokens -------------------------------------------
+#
+# Values worth scrubbing are e-mail addresses and long random tokens (session ids, opaque
+# keys).  Payloads that only look random are not: a base64 blob (an embedding, an image) is a
+# run of the base64 alphabet far longer than any token; a UUID (or an id made of a prefix and
+# one) names a record; a placeholder (`is_placeholder`) holds nothing.  A JSON body is looked
+# at string by string, so each value has its path and the suggestion is `Scrub.json(path)`.
+
+# Whole runs of 32 characters or more, tried only where a run starts: each character is
+# looked at a bounded number of times (linear), and the many short words are never matches.
+_TOKEN = r"(?<![A-Za-z0-9_-])[A-Za-z0-9_-]{32,}"
+_TOKEN_LENGTHS = range(32, 257)
+_BLOB = r"[A-Za-z0-9+/_-]{257,}=*"  # longer than any token: a base64 payload
+_UUID = (
+    r"(?:[A-Za-z][A-Za-z0-9]*[_-])?[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[1-8][0-9a-fA-F]{3}-?"
+    r"[89abAB][0-9a-fA-F]{3}-?[0-9a-fA-F]{12}"
+)
+_SCANNED = 16 << 20  # a body over the recording limit is an error already: its start will do
+
+
+def _random_looking(token: str) -> bool:
+    """Mixing letters and digits, and not a word: a key, session token or opaque id."""
+    has_digit = any(c.isdigit() for c in token)
+    has_letter = any(c.isalpha() for c in token)
+    return has_digit and has_letter and len(set(token)) >= 12
+
+
+def _strings(value: Any) -> Iterator[tuple[str | None, str]]:
+    """(JSON path, string) for every string of a JSON value, in document order, list items
+    written ``[*]``; the path is None where `Scrub.json` cannot spell it (the value itself, a
+    list at the top, a key holding ``.``, ``[`` or ``]``)."""
+    stack: list[tuple[Any, str | None]] = [(value, "")]  # "": the top, None: unspellable
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, str):
+            yield where or None, node
+        elif isinstance(node, dict):
+            children: list[tuple[Any, str | None]] = []
+            for key, item in node.items():
+                if where is None or "." in key or "[" in key or "]" in key:
+                    children.append((item, None))
+                else:
+                    children.append((item, f"{where}.{key}" if where else key))
+            stack.extend(reversed(children))
+        elif isinstance(node, list):
+            child = f"{where}[*]" if where else None
+            stack.extend((item, child) for item in reversed(node))
+
+
+def _scrub_candidates(
+    text: str, json_body: bytes | None
+) -> Iterator[tuple[str, str, str | None, str]]:
+    """(what it looks like, the value, its JSON path or None, the `Scrub` that keeps it out)
+    for each e-mail address and long random token of `text`, each value once."""
+    pieces: Iterable[tuple[str | None, str]] = [(None, text[:_SCANNED])]
+    if json_body:
+        with contextlib.suppress(orjson.JSONDecodeError):  # not JSON: scanned as text
+            pieces = _strings(orjson.loads(json_body[:_SCANNED]))
+    seen: set[str] = set()
+    email = re.compile(EMAIL_PATTERN, re.ASCII)
+    token, blob, uuid = (re.compile(p) for p in (_TOKEN, _BLOB, _UUID))
+    for where, piece in pieces:
+        if len(piece) < _TOKEN_LENGTHS.start and "@" not in piece:
+            continue  # the most of a JSON body: short values
+        found = [("an e-mail address", m) for m in email.finditer(piece)] if "@" in piece else []
+        blobs = [m.span() for m in blob.finditer(piece)]
+        for match in token.finditer(piece):
+            if len(match.group()) in _TOKEN_LENGTHS and not any(
+                start <= match.start() < end for start, end in blobs
+            ):
+                found.append(("a long random token", match))
+        for what, match in sorted(found, key=lambda pair: pair[1].start()):
+            value = match.group()
+            if value in seen or is_placeholder(value):
+                continue
+            if what != "an e-mail address" and (
+                not _random_looking(value) or uuid.fullmatch(value)
+            ):
+                continue
+            seen.add(value)
+            if where:
+                scrub = f'Scrub.json("{where}")'
+            elif what == "an e-mail address":
+                scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
+            else:
+                scrub = f'Scrub.regex(r"{re.escape(value[:6])}[A-Za-z0-9_-]+")'
+            yield what, value, where, scrub
 
 
 def _format_finding(exc: CassetteFormatError, check: str) -> Finding:
@@ -352,10 +590,48 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
 
     Empty data is a valid empty cassette (no findings).  A bad header line is reported and ends
     the file's checks; a bad exchange line is reported and the next line is checked; a torn
-    last line is reported after the lines before it.
+    last line is reported after the lines before it.  The values of one kind at one field path
+    (`secret` and `scrub` warnings) are one finding, at the line of the first, with their
+    count and lines: a cassette of a thousand exchanges each holding an e-mail address at
+    ``user.email`` gets one warning, not a thousand.
     """
     name = os.fspath(path)
-    findings: list[Finding] = []
+    findings: list[Finding | tuple[str, ...]] = []  # a tuple: the place of a group's finding
+    groups: dict[tuple[str, ...], _Group] = {}
+    with contextlib.suppress(_Done):
+        _lint_lines(data, name, findings, groups)
+    return [
+        found if isinstance(found, Finding) else groups[found].finding(name) for found in findings
+    ]
+
+
+@dataclass(slots=True)
+class _Group:
+    """The values of one kind at one field path of a file: the first, and where they all are."""
+
+    first: _Hit
+    lines: list[int]
+    count: int = 0
+
+    def add(self, line: int) -> None:
+        if not self.lines or self.lines[-1] != line:
+            self.lines.append(line)
+        self.count += 1
+
+    def finding(self, path: str) -> Finding:
+        return self.first.finding(path, self.lines, self.count)
+
+
+class _Done(Exception):
+    """The rest of the file cannot be read (a bad header line)."""
+
+
+def _lint_lines(
+    data: bytes,
+    name: str,
+    findings: list[Finding | tuple[str, ...]],
+    groups: dict[tuple[str, ...], _Group],
+) -> None:
     first_line_of_id: dict[str, int] = {}
     header_seen = False
     try:
@@ -368,20 +644,26 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
                     kind = sniff(data)
                     if kind is not None:
                         findings.append(_foreign_finding(name, kind))
-                        return findings
+                        raise _Done from None
                     other = not_a_cassette(data, name)
                     if other is None:  # a cassette header of another version, say
                         findings.append(_format_finding(exc, "header"))
                     else:
                         findings.append(Finding(name, number, "error", "header", other))
-                    return findings
+                    raise _Done from None
                 continue
             try:
                 exchange = decode_exchange(line, name, number)
             except CassetteFormatError as exc:
                 findings.append(_format_finding(exc, "format"))
                 continue
-            findings.extend(lint_exchange(exchange, name, number))
+            errors, hits = _check_exchange(exchange, name, number)
+            findings.extend(errors)
+            for hit in hits:
+                if hit.key not in groups:
+                    groups[hit.key] = _Group(hit, [])
+                    findings.append(hit.key)
+                groups[hit.key].add(number)
             if exchange.id is not None:
                 first = first_line_of_id.setdefault(exchange.id, number)
                 if first != number:
@@ -402,7 +684,6 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
             findings.append(_format_finding(exc, "torn-line"))
         else:  # a one-line foreign file (JSON without a final newline)
             findings.append(_foreign_finding(name, kind))
-    return findings
 
 
 def lint_file(path: str | os.PathLike[str]) -> list[Finding]:
