@@ -573,12 +573,14 @@ class Redactor:
         return tuple([(n, REDACTED if n in blank else self.text(v)) for n, v in headers])
 
     def request(self, request: RequestData) -> RequestData:
-        """`request` as written and matched: URL, headers and body with every echo replaced
-        (declared secret headers themselves are dropped on writing, and never matched)."""
+        """`request` as matched: URL, headers and body with every echo replaced (declared
+        secret headers themselves are dropped on writing, and never matched).  Its URL stays
+        canonical, as a `RequestData`'s is: an echo becomes ``<redacted>``, the canonical form
+        of the marker a written URL holds (`url`), so it matches the exchange written for it."""
         if self._needles is None:
             return request
         return request._replace(
-            url=self.url(request.url),
+            url=_replace_all(request.url, self._needles.text, REDACTED),
             headers=self.headers(request.headers),
             body=self.body(request.body, charset_of(request.headers)),
         )

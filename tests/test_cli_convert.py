@@ -1086,3 +1086,27 @@ def test_a_failed_verification_names_the_file_the_interaction_and_what_differs(
     )
     assert "sakura-convert" not in err  # no temporary path
     assert "record" not in err.replace("recorded", "")  # no recording advice
+
+
+def test_a_secret_echoed_in_the_url_path_converts_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # vcrpy's httpbin basic-auth cassette: GET .../basic-auth/user/passwd with the Basic
+    # credential of user:passwd. The echo is redacted in the URL, as recording redacts it.
+    import httpx
+
+    from sakura_http import RecordingTransport
+
+    source, target = SAMPLES / "vcr-basic-auth.yaml", tmp_path / "out.jsonl"
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result.err
+    (exchange,) = load_cassette(target).exchanges
+    assert exchange.url == "https://httpbin.example.test/basic-auth/user/%3Credacted%3E"
+    assert b"passwd" not in target.read_bytes()
+    transport = RecordingTransport(target, secret_headers=["authorization"])
+    with httpx.Client(transport=transport) as client:
+        response = client.get(
+            "https://httpbin.example.test/basic-auth/user/passwd",
+            headers={"authorization": "Basic dXNlcjpwYXNzd2Q="},
+        )
+    assert response.json() == {"authenticated": True, "user": "user"}

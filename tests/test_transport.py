@@ -515,6 +515,31 @@ def test_declared_secrets_never_reach_the_file(drive: Driver, tmp_path: Path) ->
     assert again.json()["headers"]["authorization"] == "<redacted>"
 
 
+def test_a_secret_echoed_in_the_url_path_is_redacted_and_replays(
+    drive: Driver, tmp_path: Path
+) -> None:
+    # httpbin's /basic-auth/<user>/<password>: the Basic credential's password is in the path.
+    path, url = tmp_path / "c.jsonl", "https://httpbin.example.test/basic-auth/user/passwd"
+    auth = {"authorization": "Basic dXNlcjpwYXNzd2Q="}  # user:passwd
+    script = Script(drive, (200, {"json": {"authenticated": True}}))
+    recording = drive.transport(
+        path, outer=script.outer, mode="new_episodes", secret_headers=["authorization"]
+    )
+    drive.send(recording, "GET", url, headers=auth)
+    drive.close(recording)
+    assert lines(path)[0]["url"] == "https://httpbin.example.test/basic-auth/user/%3Credacted%3E"
+    replay = drive.transport(path, secret_headers=["authorization"])
+    assert drive.send(replay, "GET", url, headers=auth).json() == {"authenticated": True}
+    assert replay.unplayed() == []
+    with pytest.raises(CassetteMiss) as missed:  # a real miss says what differs
+        drive.send(replay, "GET", url + "?page=2", headers=auth)
+    (nearest,) = missed.value.nearest
+    assert nearest.splitlines()[1].strip() == (
+        "url: request https://httpbin.example.test/basic-auth/user/<redacted>?page=2, "
+        "recorded https://httpbin.example.test/basic-auth/user/<redacted>"
+    )
+
+
 def test_set_cookie_is_stored_and_replayed_redacted(drive: Driver, tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     script = Script(
