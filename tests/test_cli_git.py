@@ -412,3 +412,16 @@ def test_a_folder_is_never_read_as_a_cassette(
         "sakura-http show: error: tests/moved is a directory, not a cassette: name a cassette "
         "file in it\n"
     )
+
+
+def test_a_directory_outside_a_repository_is_one_line_error(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elsewhere = repo.parent / "elsewhere"
+    (elsewhere / "fixtures").mkdir(parents=True)
+    write_cassette(elsewhere / "fixtures" / "a.jsonl", [items()])
+    os.chdir(elsewhere)
+    result = run(capsys, "diff", "HEAD", "--", "fixtures")
+    assert result.code == 2
+    assert len(result.err.splitlines()) == 1, result.err
+    assert result.err.startswith("sakura-http diff: error: cannot read HEAD:fixtures from git: ")

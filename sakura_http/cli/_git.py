@@ -6,6 +6,7 @@ behaves as the user's git does: worktrees, sub-folders, `GIT_DIR` and the like a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -134,26 +135,31 @@ def blob_ids(paths: list[Path]) -> list[str]:
 
 
 class BlobReader:
-    """Reads file contents by their git id through one `git cat-file --batch` process, one
-    at a time, for as long as the `with` block lasts."""
+    """Reads file contents by their git id through one `git cat-file --batch` process (started
+    by the first read), one at a time, for as long as the `with` block lasts."""
 
     def __init__(self) -> None:
-        try:
-            self._git: subprocess.Popen[bytes] = subprocess.Popen(
-                ["git", "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError as exc:
-            raise GitError(f"cannot run git ({exc.strerror or exc})") from None
+        self._git: subprocess.Popen[bytes] | None = None
 
     def read(self, blob: str) -> bytes:
         """The content of the blob `blob`; `GitError` when git does not have it."""
+        if self._git is None:
+            try:
+                self._git = subprocess.Popen(
+                    ["git", "cat-file", "--batch"],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            except OSError as exc:
+                raise GitError(f"cannot run git ({exc.strerror or exc})") from None
         stdin, stdout = self._git.stdin, self._git.stdout
         assert stdin is not None and stdout is not None
-        stdin.write(f"{blob}\n".encode())
-        stdin.flush()
+        try:
+            stdin.write(f"{blob}\n".encode())
+            stdin.flush()
+        except BrokenPipeError:  # not the reader of our output going away: git stopped
+            raise GitError(f"git cat-file stopped before reading {blob}") from None
         head = stdout.readline().decode().split()
         if len(head) != 3 or head[1] != "blob":
             raise GitError(f"git cat-file cannot read {blob}: {' '.join(head) or 'no answer'}")
@@ -165,8 +171,11 @@ class BlobReader:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._git is None:
+            return
         if self._git.stdin is not None:
-            self._git.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # git has gone already
+                self._git.stdin.close()
         if self._git.stdout is not None:
             self._git.stdout.close()
         self._git.wait()
