@@ -355,3 +355,56 @@ def test_options_are_validated_and_a_closed_adapter_refuses(cassette: Path) -> N
     with pytest.raises(RuntimeError, match="is closed"):
         session.get("http://api.example.test/")
     assert repr(adapter) == f"<RecordingAdapter {str(cassette)!r} mode='none'>"
+
+
+# --- the sakura_requests fixture ------------------------------------------------------------
+
+FIXTURE_TEST = """
+import pytest
+import requests
+
+@pytest.mark.cassette("api.jsonl")
+def test_api(sakura_requests):
+    assert sakura_requests.get("{url}/items", params={"page": 1}).json()["path"] == "/items?page=1"
+    with sakura_requests.get("{url}/sse?n=2", stream=True) as events:
+        assert len(list(events.iter_content(None))) == 2
+
+@pytest.mark.cassette("api.jsonl", assert_all_played=True)
+def test_unplayed(sakura_requests):
+    sakura_requests.get("{url}/items", params={"page": 1})
+
+@pytest.mark.cassette("api.jsonl")
+def test_swallowed_miss(sakura_requests):
+    try:
+        sakura_requests.get("{url}/never")
+    except Exception:
+        pass
+
+@pytest.mark.cassette("api.jsonl", expect_errors=True)
+def test_expected_miss(sakura_requests):
+    with pytest.raises(Exception):
+        sakura_requests.get("{url}/never")
+"""
+
+
+def test_the_fixture_records_replays_and_checks_as_sakura_transport(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfilterwarnings = error\nsakura_record_hosts = 127.0.0.1\n")
+    with start_client_server() as running:
+        pytester.makepyfile(test_app=FIXTURE_TEST.replace("{url}", running.url))
+        recorded = pytester.runpytest_subprocess(
+            "-p", "no:cacheprovider", "--record", "-k", "test_api"
+        )
+        recorded.assert_outcomes(passed=1)
+        answered = len(running.requests)
+    assert answered == 2
+    replayed = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    replayed.assert_outcomes(passed=4, errors=2)  # two fail at teardown
+    replayed.stdout.fnmatch_lines(
+        [
+            "*1 recorded exchange(s) of *api.jsonl were not played (assert_all_played=True):",
+            "*the code under test caught 1 sakura-http error(s)*",
+            "*sakura_http.CassetteMiss: GET http://127.0.0.1:*/never is not in the cassette*",
+        ]
+    )

@@ -54,7 +54,10 @@ __all__ = [
     "resolve_cassette_path",
 ]
 
-pytest_plugins = ["sakura_http.pytest_plugin._llm_fixtures"]  # SDK fixtures, patch_clients
+pytest_plugins = [
+    "sakura_http.pytest_plugin._llm_fixtures",  # SDK fixtures, patch_clients
+    "sakura_http.pytest_plugin._client_fixtures",  # sakura_requests, sakura_aiohttp
+]
 
 #: Exit status of ``pytest --record`` when no host may be recorded from (EX_TEMPFAIL).
 EXIT_NO_RECORD_HOSTS = 75
@@ -794,7 +797,8 @@ def _guard_reason(state: _State) -> str:
         f"The test {why}, so only loopback addresses (127.0.0.1, ::1, localhost) are reachable, "
         "and this request did not go through a sakura transport. Give the client one: pass "
         "transport=sakura_transport, use an SDK fixture (sakura_anthropic, sakura_openai), or "
-        "mark the test @pytest.mark.cassette(patch_clients=True) for clients the app builds."
+        "mark the test @pytest.mark.cassette(patch_clients=True) for clients the app builds. "
+        "For requests and aiohttp, use the sakura_requests or sakura_aiohttp fixture."
     )
 
 
