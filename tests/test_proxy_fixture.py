@@ -198,7 +198,9 @@ import httpx
 import pytest
 from tool_client import fetch
 
-@pytest.mark.cassette("both.jsonl", upstream="{upstream}", shutdown_timeout=5.0)
+@pytest.mark.cassette(
+    "both.jsonl", upstream="{upstream}", shutdown_timeout=5.0, header_timeout=20.0, idle_timeout=30.0
+)
 def test_tool_and_client(sakura_proxy, sakura_transport):
     env = {{**os.environ, **sakura_proxy.env()}}
     assert fetch(sakura_proxy.url + "/v1/items?page=1", env).startswith("200 ")
@@ -210,7 +212,7 @@ def test_tool_and_client(sakura_proxy, sakura_transport):
 def test_the_proxy_marker_keywords_leave_the_transport_fixture_alone(
     project: pytest.Pytester, upstream: Upstream
 ) -> None:
-    # `upstream` and `shutdown_timeout` configure the proxy: the transport of the same test,
+    # `upstream` and the timeouts configure the proxy: the transport of the same test,
     # on the same cassette, must not be handed them.
     write_test(project, BOTH.format(upstream=upstream.url))
     result = project.runpytest("--record")

@@ -87,7 +87,15 @@ _MARKER = (
     "listen and shutdown_timeout (see sakura_http.proxy.serve)."
 )
 #: Marker keywords that configure the proxy of ``sakura_proxy`` rather than the cassette.
-PROXY_OPTIONS = ("upstream", "listen", "ca_dir", "verify", "shutdown_timeout")
+PROXY_OPTIONS = (
+    "upstream",
+    "listen",
+    "ca_dir",
+    "verify",
+    "shutdown_timeout",
+    "header_timeout",
+    "idle_timeout",
+)
 #: Marker keywords for the SDK fixtures, patch_clients and the proxy, not for the transport.
 _FRONT_END_OPTIONS = ("patch_clients", "anthropic", "openai", *PROXY_OPTIONS)
 
