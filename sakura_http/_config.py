@@ -142,6 +142,7 @@ class CassetteConfig(Value):
     secret_headers: frozenset[str] = frozenset()
     allow_headers: frozenset[str] = frozenset()
     secret_query_params: frozenset[str] = DEFAULT_SECRET_QUERY_PARAMS
+    # The volatile set (names or `*`-patterns); `Rules.ignore_headers` adds to it.
     ignore_headers: frozenset[str] = DEFAULT_IGNORE_HEADERS
     record_hosts: tuple[str, ...] | None = None
     passthrough_hosts: tuple[str, ...] = ()

@@ -37,6 +37,7 @@ from ._value import Value
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
+    "HOP_BY_HOP_HEADERS",
     "REDACTED",
     "MatchKey",
     "MatchRules",
@@ -60,6 +61,21 @@ DEFAULT_IGNORE_HEADERS = frozenset(
         "x-stainless-*",
         "idempotency-key",
         "x-idempotency-key",
+    }
+)
+
+#: Headers of one connection, not of the request (RFC 9110 7.6.1): never matched, whatever the
+#: rules say, and neither is any header a `connection` header names.
+HOP_BY_HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "http2-settings",
     }
 )
 
@@ -216,7 +232,10 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, repr: Value's; its own hash
 class MatchRules(Value):
-    """Which headers take part in matching.  `ignore` entries ending in "*" are prefixes."""
+    """How a session compares requests: which headers take part, which query values are
+    secret, and the user's `Rules`.  The headers left out are the hop-by-hop ones, the `secret`
+    ones, and those `ignore` (the volatile set) or `rules.ignore_headers` name, where ``*``
+    matches any run of characters (``"*"`` alone: every header)."""
 
     ignore: frozenset[str]
     secret: frozenset[str]
@@ -236,20 +255,28 @@ class MatchRules(Value):
     # and say once whether `rules` has anything to apply (asked three times per key).
     _hash: int = field(default=0, init=False, repr=False, compare=False)
     _has_rules: bool = field(default=False, init=False, repr=False, compare=False)
+    # The names left out, and one pattern for the entries holding a "*" (None: there are none).
+    _names: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
+    _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules))
-        )
-        object.__setattr__(self, "_has_rules", bool(self.rules))
+        set_ = object.__setattr__
+        set_(self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules)))
+        set_(self, "_has_rules", self.rules.changes_values())
+        ignore = self.ignore | self.rules.ignore_headers
+        set_(self, "_names", HOP_BY_HOP_HEADERS | self.secret | ignore)
+        patterns = sorted(entry for entry in ignore if "*" in entry)
+        if patterns:
+            alternatives = (".*".join(map(re.escape, entry.split("*"))) for entry in patterns)
+            set_(self, "_pattern", re.compile("|".join(alternatives)))
 
     def __hash__(self) -> int:
         return self._hash
 
     def _ignored(self, name: str) -> bool:
-        if name in self.ignore or name in self.secret:
+        if name in self._names:
             return True
-        return any(p.endswith("*") and name.startswith(p[:-1]) for p in self.ignore)
+        return self._pattern is not None and self._pattern.fullmatch(name) is not None
 
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
@@ -264,6 +291,14 @@ class MatchRules(Value):
 
     def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         known = self._ignored_names
+        headers = tuple(headers)
+        # The headers a `connection` header names belong to the connection too (hop-by-hop).
+        hop = {
+            token.strip().lower()
+            for name, value in headers
+            if name == "connection"
+            for token in value.split(",")
+        }
         kept = []
         for name, value in headers:
             ignored = known.get(name)
@@ -271,7 +306,7 @@ class MatchRules(Value):
                 ignored = self._ignored(name)
                 if len(known) < _MEMO_SIZE:
                     known[name] = ignored
-            if ignored:
+            if ignored or name in hop:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)

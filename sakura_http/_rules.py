@@ -3,8 +3,8 @@
 `Rules` is one declarative value shared by every front end (the transport, the pytest plugin,
 the proxy, the CLI):
 
-* ``ignore_query``, ``ignore_json``, ``ignore_body``: parts of a request left out of matching
-  (still recorded as sent);
+* ``ignore_query``, ``ignore_json``, ``ignore_headers``, ``ignore_body``: parts of a request
+  left out of matching (still recorded as sent);
 * ``scrub``: `Scrub` steps that rewrite values before anything is written (and the live request
   the same way before it is matched, so a scrubbed value may differ between runs);
 * ``before_record``: a hook for what the declarative rules cannot express.  It sees the exchange
@@ -84,6 +84,7 @@ LLM_VOLATILE_RESPONSE_HEADERS = (
 EMAIL_PATTERN = r"[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63})+"
 
 _PATH_PART = r"\.?([^.\[\]]+)|\[(\d+|\*)\]"
+_HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # a token (RFC 9110), where * also is a wildcard
 # (Patterns are compiled where they are used, through `re`'s own cache: only the review
 # commands and user rules use them, and compiling them cost every import a millisecond.)
 
@@ -211,6 +212,9 @@ class Rules(Value):
 
     ignore_query: frozenset[str] = frozenset()
     ignore_json: tuple[JsonPath, ...] = ()
+    #: Request header names (lower case) or patterns (``*`` matches any run of characters)
+    #: left out of matching, on top of the volatile set; ``"*"`` alone: every ordinary header.
+    ignore_headers: frozenset[str] = frozenset()
     ignore_body: bool = False
     scrub: tuple[Scrub, ...] = ()
     before_record: Callable[[Exchange], Exchange | None] | None = field(default=None)
@@ -222,9 +226,11 @@ class Rules(Value):
         ignore_body: bool = False,
         scrub: Iterable[Scrub] = (),
         before_record: Callable[[Exchange], Exchange | None] | None = None,
+        ignore_headers: Iterable[str] = (),
     ) -> None:
         if isinstance(ignore_query, str) or isinstance(ignore_json, str):
             raise ConfigurationError("ignore_query and ignore_json take lists of names and paths")
+        headers = _header_names(ignore_headers)
         steps = tuple(scrub)
         for step in steps:
             if not isinstance(step, Scrub):
@@ -238,6 +244,7 @@ class Rules(Value):
             "ignore_json",
             tuple(p if isinstance(p, JsonPath) else JsonPath.parse(p) for p in ignore_json),
         )
+        set_(self, "ignore_headers", headers)
         set_(self, "ignore_body", bool(ignore_body))
         set_(self, "scrub", steps)
         set_(self, "before_record", before_record)
@@ -271,15 +278,22 @@ class Rules(Value):
                 *self.ignore_json,
                 *(p for p in other.ignore_json if p not in self.ignore_json),
             ),
+            ignore_headers=self.ignore_headers | other.ignore_headers,
             ignore_body=self.ignore_body or other.ignore_body,
             scrub=(*self.scrub, *(s for s in other.scrub if s not in self.scrub)),
             before_record=hook,
         )
 
+    def changes_values(self) -> bool:
+        """Whether matching must apply these rules to URLs and bodies: header rules only name
+        what is left out, and a hook only changes what is written."""
+        return bool(self.ignore_query or self.ignore_json or self.ignore_body or self.scrub)
+
     def __bool__(self) -> bool:
         return bool(
             self.ignore_query
             or self.ignore_json
+            or self.ignore_headers
             or self.ignore_body
             or self.scrub
             or self.before_record is not None
@@ -380,6 +394,24 @@ def _remove(node: Any, parts: Sequence[str | int | None], lists: dict[int, list[
                 node[i] = _GONE
                 lists[id(node)] = node
     return node
+
+
+def _header_names(names: Iterable[str]) -> frozenset[str]:
+    """`names` as `Rules.ignore_headers` holds them: lower-case header names or patterns."""
+    if isinstance(names, (str, bytes)):
+        raise ConfigurationError(
+            f"ignore_headers takes a list of header names, not the single string {names!r}: "
+            f"write ignore_headers=[{names!r}]"
+        )
+    kept = set()
+    for name in names:
+        if not isinstance(name, str) or not re.fullmatch(_HEADER_NAME, name):
+            raise ConfigurationError(
+                f"ignore_headers holds {name!r}, which is not a header name (letters, digits and "
+                "-, or a pattern with *, such as x-debug-*)"
+            )
+        kept.add(name.lower())
+    return frozenset(kept)
 
 
 def _literal(value: AnyStr) -> Callable[[re.Match[AnyStr]], AnyStr]:

@@ -492,3 +492,41 @@ def test_a_body_nested_too_deep_to_walk_is_still_explained() -> None:
 
     text = hint([post(nested("a"))], request(nested("b")))
     assert "the request changed: the body differs" in text
+
+
+# --- which headers take part ---------------------------------------------------------------
+
+HOP_BY_HOP = [
+    "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade",
+    "proxy-connection", "http2-settings",
+]  # fmt: skip
+
+
+def test_hop_by_hop_headers_are_never_matched() -> None:
+    # Not even when the volatile set is emptied (ignore_headers=[] on the transport).
+    rules = MatchRules(ignore=frozenset(), secret=frozenset())
+    headers = (*((name, "x") for name in HOP_BY_HOP), ("accept", "*/*"))
+    assert rules.ordinary_headers(headers) == (("accept", "*/*"),)
+
+
+def test_headers_listed_in_connection_are_never_matched() -> None:
+    rules = MatchRules(ignore=frozenset(), secret=frozenset())
+    sent = (("connection", "keep-alive, X-Hop , x-other"), ("x-hop", "1"), ("x-other", "2"))
+    assert rules.ordinary_headers((*sent, ("x-kept", "3"))) == (("x-kept", "3"),)
+
+
+def test_header_rules_are_names_or_patterns_added_to_the_volatile_set() -> None:
+    rules = MatchRules(
+        ignore=DEFAULT_IGNORE_HEADERS,
+        secret=frozenset(),
+        rules=Rules(ignore_headers=["x-run", "x-*-id", "*-trace"]),
+    )
+    headers = (
+        ("user-agent", "u"), ("x-run", "1"), ("x-request-id", "2"), ("b3-trace", "3"),
+        ("x-id", "4"), ("x-running", "5"),
+    )  # fmt: skip
+    assert rules.ordinary_headers(headers) == (("x-id", "4"), ("x-running", "5"))
+    everything = MatchRules(
+        ignore=frozenset(), secret=frozenset(), rules=Rules(ignore_headers=["*"])
+    )
+    assert everything.ordinary_headers(headers) == ()

@@ -635,3 +635,49 @@ def traceback_name(error: BaseException) -> str:
     import traceback
 
     return "".join(traceback.format_exception_only(error)).strip()
+
+
+def test_header_rules_from_the_ini_the_project_and_the_marker(project: pytest.Pytester) -> None:
+    project.makeini(INI + "sakura_ignore_headers =\n    x-ini\n    x-ini-*\n")
+    project.makeconftest(
+        """
+import pytest
+from sakura_http import Rules
+
+@pytest.fixture
+def sakura_rules():
+    return Rules(ignore_headers=["x-project"])
+"""
+    )
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+from sakura_http import CassetteMiss, Rules
+
+PING = "http://api.example.invalid/ping"
+
+@pytest.mark.cassette("billing.jsonl", rules=Rules(ignore_headers=["x-marker"]))
+def test_every_source_adds_to_the_others(sakura_transport):
+    headers = {"x-ini": "1", "x-ini-run": "2", "x-project": "3", "x-marker": "4"}
+    with httpx.Client(transport=sakura_transport, headers=headers) as client:
+        assert client.get(PING).text == "pong"
+
+@pytest.mark.cassette("billing.jsonl", expect_errors=True)
+def test_other_headers_still_count(sakura_transport):
+    with httpx.Client(transport=sakura_transport, headers={"x-ini": "1"}) as client:
+        assert client.get(PING).text == "pong"
+        with pytest.raises(CassetteMiss, match="header x-marker"):
+            client.get(PING, headers={"x-marker": "4"})
+""",
+    )
+    project.runpytest().assert_outcomes(passed=2)
+
+
+def test_a_malformed_ini_header_rule_is_a_usage_error(project: pytest.Pytester) -> None:
+    project.makeini(INI + "sakura_ignore_headers = x run\n")
+    write_test(project, REPLAY)
+    result = project.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*sakura_ignore_headers holds 'x run', which is not a header*"])

@@ -241,7 +241,8 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
     cassette = tmp_path / "ruled.jsonl"
     proxy = ProxyProcess(
         str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
-        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example", "--ignore-header", "x-run",
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+        "--ignore-header", "x-run",
     )  # fmt: skip
     live = httpx.get(
         f"{proxy.url}/v1/items?ts=1&who=ada@mail.example",
@@ -255,7 +256,8 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
 
     proxy = ProxyProcess(
         str(cassette), "--upstream", upstream.url,
-        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example", "--ignore-header", "x-run",
+        "--ignore-query", "ts", "--scrub-regex", r"[\w.]+@mail\.example",
+        "--ignore-header", "x-run",
     )  # fmt: skip
     replayed = httpx.get(
         f"{proxy.url}/v1/items?ts=2&who=bo@mail.example", headers={"x-run": "2"}, timeout=HANG_GUARD

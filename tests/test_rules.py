@@ -763,3 +763,80 @@ def test_a_changed_sdk_api_version_is_explained(tmp_path: Path) -> None:
     )
     assert 'default_headers={"anthropic-version": "2023-06-01"}' in message
     assert "Re-record the cassette" in message
+
+
+# --- header rules ------------------------------------------------------------------------------
+
+
+def test_ignore_headers_adds_to_the_volatile_set(drive: Driver, tmp_path: Path) -> None:
+    rules = Rules(ignore_headers=["X-Run", "x-debug-*", "*-trace-ref"])
+    sent = {"x-run": "1", "x-debug-level": "3", "x-trace-ref": "a", "x-tenant": "blue"}
+    again = {"x-run": "2", "x-debug-level": "9", "x-trace-ref": "b", "x-tenant": "blue"}
+    path, _, replayed = _record_then_replay(
+        drive, tmp_path, rules, {"method": "GET", "url": URL, "headers": sent},
+        {"method": "GET", "url": URL, "headers": {**again, "user-agent": "other/1.0"}},
+    )  # fmt: skip
+    assert replayed.json() == {"ok": True}  # the default volatile set (user-agent) still holds
+    assert ["x-run", "1"] in written(path)[0]["headers"]  # still recorded as sent
+    with pytest.raises(CassetteMiss, match="header x-tenant"):
+        drive.send(
+            drive.transport(path, rules=rules), "GET", URL, headers={**again, "x-tenant": "red"}
+        )
+
+
+def test_a_star_alone_ignores_every_ordinary_header(drive: Driver, tmp_path: Path) -> None:
+    rules = Rules(ignore_headers=["*"])
+    path, _, replayed = _record_then_replay(
+        drive, tmp_path, rules,
+        {"method": "POST", "url": URL, "content": b"hi", "headers": {"x-tenant": "blue"}},
+        {"method": "POST", "url": URL, "content": b"hi",
+         "headers": {"x-tenant": "red", "content-type": "text/plain", "accept": "text/html"}},
+    )  # fmt: skip
+    assert replayed.json() == {"ok": True}
+    with pytest.raises(CassetteMiss, match="body differs"):  # the rest is still matched
+        drive.send(drive.transport(path, rules=rules), "POST", URL, content=b"bye")
+
+
+def test_header_rules_combine_and_reach_the_presets() -> None:
+    both = Rules(ignore_headers=["x-a"]) | Rules(ignore_headers=["X-B", "x-a"])
+    assert both.ignore_headers == {"x-a", "x-b"}
+    assert Rules.llm(Rules(ignore_headers=["x-run"])).ignore_headers == {"x-run"}
+    assert Rules(ignore_headers=["x-run"])  # a rule set with only header rules is not empty
+    assert Rules(ignore_headers=["x-run"]) != Rules()
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("x-run", "single string"),
+        (["x run"], "not a header name"),
+        ([""], "not a header name"),
+        ([3], "not a header name"),
+        (["x:run"], "not a header name"),
+    ],
+)
+def test_malformed_header_rules_are_value_errors(value: Any, problem: str) -> None:
+    with pytest.raises(ConfigurationError, match=problem):
+        Rules(ignore_headers=value)
+
+
+def test_header_rules_reach_the_proxy(tmp_path: Path) -> None:
+    from sakura_http.proxy import serve
+
+    path = tmp_path / "proxy.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    with RecordingTransport(path, outer=outer, mode="new_episodes") as transport:
+        httpx.Client(transport=transport).get(URL, headers={"x-run": "1"})
+    upstream = "https://crm.example.test"
+    with serve(path, rules=Rules(ignore_headers=["x-run"]), upstream=upstream) as proxy:
+        answer = httpx.get(proxy.url + "/v1/customers", headers={"x-run": "2"})
+    assert answer.text == "ok"
+
+
+def test_header_rules_reach_the_sdk_helpers(tmp_path: Path) -> None:
+    pytest.importorskip("anthropic")
+    from sakura_http.llm import anthropic_client
+
+    client = anthropic_client(tmp_path / "c.jsonl", rules=Rules(ignore_headers=["x-run"]))
+    transport = client._client._transport
+    assert "x-run" in transport.config.rules.ignore_headers

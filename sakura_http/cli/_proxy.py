@@ -67,6 +67,7 @@ def _proxy(args: argparse.Namespace) -> int:
         rules = Rules(
             ignore_query=args.ignore_query,
             ignore_json=args.ignore_json,
+            ignore_headers=args.ignore_header,
             scrub=[
                 *(Scrub.json(path) for path in args.scrub_json),
                 *(Scrub.regex(pattern) for pattern in args.scrub_regex),
@@ -170,6 +171,7 @@ def add_proxy_commands(
     for flag, metavar, what in (
         ("--ignore-query", "NAME", "a query parameter left out of matching (still recorded)"),
         ("--ignore-json", "PATH", "a JSON body path left out of matching, e.g. metadata.user_id"),
+        ("--ignore-header", "NAME", "a request header left out of matching, e.g. x-debug-*"),
         ("--scrub-json", "PATH", 'a JSON body path whose value is written as "<scrubbed>"'),
         ("--scrub-regex", "REGEX", 'a pattern written as "<scrubbed>" in URLs, headers, bodies'),
     ):

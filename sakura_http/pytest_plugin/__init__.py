@@ -5,7 +5,7 @@ Tests run offline against committed cassettes; ``pytest --record`` records what 
 ``SAKURA_HTTP_RECORD`` overrides both, as it does for every `RecordingTransport`.
 
 * ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
-  ``sakura_secret_headers``, ``sakura_allow_headers``.
+  ``sakura_secret_headers``, ``sakura_allow_headers``, ``sakura_ignore_headers``.
 * fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
   `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker),
   ``sakura_rules`` (the project's `Rules`, for a conftest.py to override).
@@ -172,6 +172,8 @@ class _State:
     fixtures_option: Path | None
     rootpath: Path
     written: dict[str, _Written] = field(default_factory=dict)
+    #: The header rules of sakura_ignore_headers, under every cassette's own rules.
+    header_rules: Rules = field(default_factory=Rules)
     #: Cassettes re-recorded by an earlier test of this process: later tests append to them.
     rerecorded_paths: set[str] = field(default_factory=set)
     advice: PytestAdvice = field(default_factory=PytestAdvice)
@@ -254,6 +256,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    parser.addini(
+        "sakura_ignore_headers",
+        "sakura-http: request headers left out of matching in every cassette, on top of the "
+        'volatile set (names or patterns such as x-debug-*; "*" alone: every header).',
+        type="linelist",
+        default=[],
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -304,7 +313,16 @@ def pytest_configure(config: pytest.Config) -> None:
         fixtures_option=(base / ini_value) if ini_value else None,
         rootpath=config.rootpath,
         prune=prune,
+        header_rules=_header_rules(config),
     )
+
+
+def _header_rules(config: pytest.Config) -> Rules:
+    names = [h.strip() for h in config.getini("sakura_ignore_headers") if h.strip()]
+    try:
+        return Rules(ignore_headers=names)
+    except ConfigurationError as exc:
+        raise pytest.UsageError(f"sakura-http: the ini option sakura_{exc}") from None
     if not hasattr(config, "workerinput"):
         partial = _partial_run(config)
         if partial:
@@ -473,8 +491,9 @@ class CassetteFactory:
         self._request = request
         self._state = _state(request.config)
         self.folder = folder
-        #: The project's rules (the ``sakura_rules`` fixture), combined with each cassette's.
-        self.rules = Rules() if rules is None else rules
+        #: The project's rules (the ``sakura_rules`` fixture, under the header rules of the ini
+        #: option ``sakura_ignore_headers``), combined with each cassette's.
+        self.rules = self._state.header_rules | (Rules() if rules is None else rules)
         self._opened: list[_Opened] = []
         # One hold on each cassette's session until teardown: the test's transports share it
         # even when the code under test closes one (a `with httpx.Client(...)` block) before
