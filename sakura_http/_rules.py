@@ -4,7 +4,8 @@
 the proxy, the CLI):
 
 * ``ignore_query``, ``ignore_json``, ``ignore_headers``, ``ignore_body``: parts of a request
-  left out of matching (still recorded as sent);
+  left out of matching (still recorded as sent); ``Rules.method_and_url()`` leaves out every
+  header and the body, as vcrpy matches;
 * ``scrub``: `Scrub` steps that rewrite values before anything is written (and the live request
   the same way before it is matched, so a scrubbed value may differ between runs);
 * ``before_record``: a hook for what the declarative rules cannot express.  It sees the exchange
@@ -255,6 +256,19 @@ class Rules(Value):
         (`LLM_VOLATILE_RESPONSE_HEADERS`: date, request ids, rate limits, ...) written as stable
         placeholders, so re-recording unchanged traffic leaves the file byte-identical."""
         preset = cls(scrub=[Scrub.response_header(*LLM_VOLATILE_RESPONSE_HEADERS)])
+        for other in more:
+            preset = preset | other
+        return preset
+
+    @classmethod
+    def method_and_url(cls, *more: Rules) -> Rules:
+        """The loose preset: match on the method and the (canonical) URL only, as vcrpy does by
+        default, for cassettes migrated from another tool or recorded by a third party.  It is
+        ``Rules(ignore_headers=["*"], ignore_body=True)``, combined with `more`: headers and
+        bodies are still recorded in full, but a changed body or header is no longer noticed,
+        and requests to one URL (every call of an LLM API) replay in recorded order whatever
+        they send.  Tighten a suite test by test by dropping it."""
+        preset = cls(ignore_headers=["*"], ignore_body=True)
         for other in more:
             preset = preset | other
         return preset

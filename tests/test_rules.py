@@ -840,3 +840,30 @@ def test_header_rules_reach_the_sdk_helpers(tmp_path: Path) -> None:
     client = anthropic_client(tmp_path / "c.jsonl", rules=Rules(ignore_headers=["x-run"]))
     transport = client._client._transport
     assert "x-run" in transport.config.rules.ignore_headers
+
+
+# --- the loose preset ----------------------------------------------------------------------------
+
+
+def test_method_and_url_matches_as_vcrpy_does(drive: Driver, tmp_path: Path) -> None:
+    loose = Rules.method_and_url()
+    path, _, replayed = _record_then_replay(
+        drive, tmp_path, loose,
+        {"method": "POST", "url": URL + "?page=1", "json": {"max_tokens": 64},
+         "headers": {"anthropic-version": "2023-06-01"}},
+        {"method": "POST", "url": URL + "?page=1", "json": {"max_tokens": 1024, "new": True},
+         "headers": {"anthropic-version": "2026-10-21", "x-tenant": "red"}},
+    )  # fmt: skip
+    assert replayed.json() == {"ok": True}
+    assert written(path)[0]["body"] == '{"max_tokens":64}'  # still recorded in full
+    replay = drive.transport(path, rules=loose)
+    with pytest.raises(CassetteMiss, match="url: request"):
+        drive.send(replay, "POST", URL + "?page=2", json={"max_tokens": 64})
+    with pytest.raises(CassetteMiss, match="method: request GET"):
+        drive.send(replay, "GET", URL + "?page=1")
+
+
+def test_method_and_url_is_a_preset_of_ordinary_rules() -> None:
+    assert Rules.method_and_url() == Rules(ignore_headers=["*"], ignore_body=True)
+    both = Rules.method_and_url(Rules.llm())
+    assert both.ignore_body and both.ignore_headers == {"*"} and both.scrub == Rules.llm().scrub
