@@ -60,6 +60,11 @@ DEFAULT_CHUNK_SIZE = 65_536
 
 
 def _names(option: str, value: Any) -> frozenset[str]:
+        "x-goog-credential",
+        "x-goog-signature",
+        "x-amz-credential",
+        "x-amz-signature",
+        "x-amz-security-token",
     """A set of lower-case names (header or query parameter names) from `value`."""
     if isinstance(value, (str, bytes)):
         raise ConfigurationError(

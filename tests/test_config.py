@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from sakura_http import (
@@ -112,3 +114,36 @@ def test_every_front_end_taking_a_cassette_path_refuses_a_nul(
 
             getattr(llm, front_end)(str(path))
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "password",
+        "passwd",
+        "pwd",
+        "secret",
+        "refresh_token",
+        "id_token",
+        "X-Goog-Credential",
+        "X-Goog-Signature",
+        "X-Amz-Credential",
+        "X-Amz-Signature",
+        "X-Amz-Security-Token",
+    ],
+)
+def test_passwords_and_signed_url_parameters_are_secret_by_default(
+    tmp_path: Path, name: str
+) -> None:
+    """A password or a signed URL's signature in a query string never reaches the cassette,
+    with no option set: `sakura-http lint` flags them, so recording must not write them."""
+    path = tmp_path / "c.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    url = f"https://storage.example.test/b/o?{name}=s3cr3t-VALUE-0123456789&alt=media"
+    with httpx.Client(
+        transport=RecordingTransport(path, outer=outer, mode="new_episodes")
+    ) as client:
+        client.get(url)
+    written = path.read_text()
+    assert "s3cr3t-VALUE" not in written
+    assert f"{name}=%3Credacted%3E" in written or f"{name}=<redacted>" in written

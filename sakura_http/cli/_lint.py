@@ -15,7 +15,7 @@ Errors are problems that break replay or put a credential on disk:
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
 and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`), private-key
 blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ..., and the
-signatures of signed URLs, `SIGNED_URL_QUERY_PARAMS`) and body
+signatures of signed URLs: `DEFAULT_SECRET_QUERY_PARAMS`) and body
 fields (`api_key=`, `"client_secret": ...`) whose value is not `<redacted>`; and values that
 look like e-mail addresses or long random tokens, with the `Scrub` that would keep them out
 (not base64 payloads, UUIDs or placeholders).  A value that is a placeholder another tool
@@ -58,7 +58,6 @@ from ._foreign import sniff
 
 __all__ = [
     "SECRET_SHAPES",
-    "SIGNED_URL_QUERY_PARAMS",
     "Finding",
     "SecretShape",
     "credential_headers",
@@ -133,16 +132,6 @@ class SecretShape:
 #: Query parameters of signed URLs that carry the credential (Google Cloud Storage V4, AWS
 #: SigV4): recording does not redact them unless they are in `secret_query_params`, so lint
 #: looks for them beside the ones it redacts by default.
-SIGNED_URL_QUERY_PARAMS = frozenset(
-    {
-        "x-goog-credential",
-        "x-goog-signature",
-        "x-amz-credential",
-        "x-amz-signature",
-        "x-amz-security-token",
-    }
-)
-_CREDENTIAL_QUERY_PARAMS = DEFAULT_SECRET_QUERY_PARAMS | SIGNED_URL_QUERY_PARAMS
 
 # These patterns describe shapes, not values.  They are deliberately a little loose (a warning
 # is cheap to dismiss, a leaked key is not) but anchored so that words such as "task-" or
@@ -229,7 +218,7 @@ SECRET_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "a credential query parameter",
         re.compile(
-            rf"(?i)[?&;#](?:{'|'.join(sorted(map(re.escape, _CREDENTIAL_QUERY_PARAMS)))})="
+            rf"(?i)[?&;#](?:{'|'.join(sorted(map(re.escape, DEFAULT_SECRET_QUERY_PARAMS)))})="
             r"(?P<secret>[^&#\s\"'<>]+)"
         ),
         ("=",),
