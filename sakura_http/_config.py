@@ -41,17 +41,30 @@ __all__ = [
     "resolve_config",
 ]
 
-#: Query parameters that carry credentials: written as ``<redacted>``, left out of matching.
+#: Query parameters that carry credentials: written as ``<redacted>``, left out of matching
+#: (names are compared case-insensitively).  Besides API keys and tokens: passwords, and the
+#: credential and signature of Google Cloud Storage and AWS signed URLs.
 DEFAULT_SECRET_QUERY_PARAMS = frozenset(
     {
         "key",
         "api_key",
         "apikey",
         "access_token",
+        "refresh_token",
+        "id_token",
         "token",
         "client_secret",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
         "sig",
         "signature",
+        "x-goog-credential",
+        "x-goog-signature",
+        "x-amz-credential",
+        "x-amz-signature",
+        "x-amz-security-token",
     }
 )
 
@@ -60,11 +73,6 @@ DEFAULT_CHUNK_SIZE = 65_536
 
 
 def _names(option: str, value: Any) -> frozenset[str]:
-        "x-goog-credential",
-        "x-goog-signature",
-        "x-amz-credential",
-        "x-amz-signature",
-        "x-amz-security-token",
     """A set of lower-case names (header or query parameter names) from `value`."""
     if isinstance(value, (str, bytes)):
         raise ConfigurationError(
