@@ -37,6 +37,7 @@ from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
 
 from ._exceptions import BodyTooLargeError, CredentialHeaderError, UndecodableBodyError
 from ._format import Headers
+from ._placeholders import PLACEHOLDER_WORDS, is_placeholder
 
 if TYPE_CHECKING:
     from ._matching import RequestData
@@ -472,14 +473,26 @@ def secrets_of(
     headers: Iterable[tuple[str, str]], secret_headers: Collection[str]
 ) -> frozenset[str]:
     """The strings of the declared secret headers among `headers` that are searched for
-    (`_candidates`, at least 4 characters long)."""
+    (`_candidates`, at least 4 characters long), placeholders another tool wrote left out
+    (`_stands_in`: searching for ``REDACTED`` would rewrite every ``REDACTED-RAY``)."""
     found = {
         candidate.strip()
         for name, value in headers
         if name in secret_headers
         for candidate in _candidates(name, value)
     }
-    return frozenset(s for s in found if len(s) >= _MIN_ECHO_LENGTH)
+    return frozenset(s for s in found if len(s) >= _MIN_ECHO_LENGTH and not _stands_in(s))
+
+
+@functools.lru_cache(maxsize=1024)  # per request on replay: the same token every time
+def _stands_in(candidate: str) -> bool:
+    """Whether a secret header's `candidate` string is a placeholder another tool wrote
+    (`is_placeholder`: ``REDACTED``, ``Bearer FILTERED``, ``<API_KEY>``, ``${TOKEN}``), which no
+    credential is.  A bare word of `PLACEHOLDER_WORDS` is still searched for: ``passwd`` or
+    ``secret`` may be a test server's real password (httpbin's /basic-auth/user/passwd)."""
+    if not is_placeholder(candidate):
+        return False
+    return candidate.lower().replace("-", "").replace("_", "") not in PLACEHOLDER_WORDS
 
 
 class Redactor:

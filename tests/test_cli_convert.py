@@ -1110,3 +1110,24 @@ def test_a_secret_echoed_in_the_url_path_converts_and_replays(
             headers={"authorization": "Basic dXNlcjpwYXNzd2Q="},
         )
     assert response.json() == {"authenticated": True, "user": "user"}
+
+
+def test_placeholders_in_the_request_are_not_secrets_searched_for_in_responses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # cookie: __cf_bm=REDACTED made every REDACTED of the responses <redacted> (REDACTED-RAY).
+    source, target = SAMPLES / "vcr-placeholder-cookie.yaml", tmp_path / "out.jsonl"
+    result = run(capsys, "convert", source, target)
+    assert result.code == 0, result.err
+    assert "echoed credentials" not in result.out
+    (exchange,) = load_cassette(target).exchanges
+    assert exchange.response_body == (
+        b'{"id": "chatcmpl-REDACTED", "system_fingerprint": "fp_FILTERED", "choices": []}'
+    )
+    assert exchange.response_headers == (
+        ("cf-ray", "REDACTED-RAY"),
+        ("content-type", "application/json"),
+        ("x-request-id", "req_REDACTED"),
+        ("set-cookie", "<redacted>"),
+    )
+    assert {name for name, _ in exchange.headers} == {"content-type"}  # credentials dropped

@@ -847,3 +847,36 @@ def test_lint_names_credential_headers(tmp_path: Path) -> None:
         ("error", "headers.x-goog-api-key"),
         ("warning", "headers.x-cache-key"),  # a credential's shape: perhaps allowed on purpose
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "searched"),
+    [
+        ("cookie", "__cf_bm=REDACTED", set()),
+        (
+            "cookie",
+            "__cf_bm=REDACTED; session=s3cr3t-value",
+            {"__cf_bm=REDACTED; session=s3cr3t-value", "session=s3cr3t-value", "s3cr3t-value"},
+        ),
+        ("authorization", "Bearer FILTERED", set()),
+        ("authorization", "Bearer [scrubbed]", set()),
+        ("x-api-key", "<API_KEY>", set()),
+        ("x-api-key", "${OPENAI_API_KEY}", set()),
+        # A word a placeholder may be is also a test server's real password: still searched.
+        (
+            "authorization",
+            "Basic dXNlcjpwYXNzd2Q=",
+            {"Basic dXNlcjpwYXNzd2Q=", "dXNlcjpwYXNzd2Q=", "user:passwd", "passwd"},
+        ),
+        ("x-api-key", "secret", {"secret"}),
+    ],
+)
+def test_placeholders_another_tool_wrote_are_not_secrets(
+    name: str, value: str, searched: set[str]
+) -> None:
+    # Searching for REDACTED would rewrite every REDACTED-RAY and req_REDACTED of the responses.
+    assert secrets_of([(name, value)], {name}) == searched
+    redactor = Redactor([(name, value)], {name})
+    assert (
+        redactor.text("cf-ray: REDACTED-RAY, req_FILTERED") == "cf-ray: REDACTED-RAY, req_FILTERED"
+    )
