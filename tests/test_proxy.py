@@ -29,8 +29,8 @@ from anyio.streams.stapled import MultiListener
 
 from sakura_http import CassetteMiss, ConfigurationError, RecordingTransport
 from sakura_http.proxy import RecordingIncomplete, serve, start
-from sakura_http.proxy._server import (
-    ProxyServer,
+from sakura_http.proxy._server import ProxyServer
+from sakura_http.proxy._wire import (
     client_headers,
     forwarded_headers,
     framing_problem,

@@ -7,29 +7,16 @@ same steps: passthrough? -> `check_request` -> `plan` -> replay the planned exch
 it upstream, `recorder().start/feed/finish`, `commit`, and replay what was recorded.  The server
 makes no decision of its own; it only moves bytes and turns `CassetteError`s into answers.
 
-Which request headers are recorded and which are forwarded (the rule that makes a cassette
-recorded through the proxy byte-identical to one recorded in-process):
-
-* recorded: every header the client sent, in its order, except those addressed to the proxy
-  itself (`TO_PROXY`: ``proxy-connection``, ``proxy-authorization``, and ``expect``, which the
-  proxy answers); ``host`` is set to the authority of the recorded URL (the upstream's in reverse
-  mode), as an httpx client sets it from the URL;
-* forwarded: the recorded headers less the hop-by-hop ones (`HOP_BY_HOP` and any named in
-  ``connection``) and ``content-length``, which httpx sets from the body it sends;
-* answered: the recorded response headers less the hop-by-hop ones; h11 frames the body
-  (``content-length`` when the recorded one still holds, else chunked, one chunk per recorded
-  chunk).
+The client side of a connection (h11, timeouts, the header rules, the proxy's own answers) is
+`_wire.py`; this module is the connection loop and the steps of one exchange.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import http
 import logging
 import ssl
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -39,16 +26,8 @@ import httpx
 from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
-from .._exceptions import (
-    BodyTooLargeError,
-    CassetteError,
-    CassetteFormatError,
-    CassetteMiss,
-    ConfigurationError,
-    CredentialHeaderError,
-    RecordingForbidden,
-)
-from .._format import Exchange, Headers, header_text
+from .._exceptions import BodyTooLargeError, CassetteError, ConfigurationError
+from .._format import Exchange, header_text
 from .._hosts import split_host_entry
 from .._libraries import library_of
 from .._matching import RequestData
@@ -56,6 +35,24 @@ from .._policy import check_body_size
 from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream
 from ._ca import CertificateAuthority
+from ._wire import (
+    ERROR_NAMES,
+    HOP_BY_HOP,
+    TO_PROXY,
+    Abort,
+    ClientGone,
+    Prepended,
+    TimedOut,
+    Timeouts,
+    Wire,
+    client_headers,
+    error_name,
+    forwarded_headers,
+    framing_problem,
+    peer_name,
+    reason_phrase,
+    recorded_headers,
+)
 
 __all__ = [
     "ERROR_NAMES",
@@ -68,304 +65,18 @@ __all__ = [
 
 logger = logging.getLogger("sakura_http.proxy")
 
-#: Headers that concern one connection only (RFC 9110 7.6.1): never forwarded or answered.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
-#: Request headers addressed to the proxy: neither recorded nor forwarded.
-TO_PROXY = frozenset({"proxy-connection", "proxy-authorization", "expect"})
-
-#: The ``x-sakura-http-error`` value of each error answer, most specific class first.
-ERROR_NAMES: Mapping[type[BaseException], str] = {
-    CassetteMiss: "miss",
-    CredentialHeaderError: "credential",
-    BodyTooLargeError: "body-too-large",
-    RecordingForbidden: "recording-forbidden",
-    CassetteFormatError: "cassette-format",
-    CassetteError: "cassette-error",
-    httpx.TransportError: "upstream",
-}
-
-#: Largest request head (request line and headers) accepted; larger ones answer 431.
-MAX_HEAD_BYTES = 64 * 1024
-_READ_SIZE = 65_536
-_LINGER_SECONDS = 2.0
 # Accepting fails for want of resources (file descriptors, memory) while many connections are
 # open: the proxy waits this long and accepts again, rather than stop serving everyone.  The
 # connection waiting in the listen backlog is accepted then.
 _ACCEPT_RETRY_SECONDS = 0.1
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-_LINGER_BYTES = 16 * 1024 * 1024
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
 _BODILESS_STATUSES = frozenset({204, 304})
-_CLIENT_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError)
-
-
-def error_name(exc: BaseException) -> str:
-    """The ``x-sakura-http-error`` value for `exc` (see `ERROR_NAMES`); "error" otherwise."""
-    for cls in type(exc).__mro__:
-        name = ERROR_NAMES.get(cls)
-        if name is not None:
-            return name
-    return "error"
-
-
-def framing_problem(request: h11.Request) -> str | None:
-    """Why the end of `request`'s body is ambiguous, or None when it is not.
-
-    h11 already refuses differing ``content-length`` values (two headers or a list) and any
-    transfer coding but ``chunked``.  It lets through, and settles by ``transfer-encoding``
-    alone, what RFC 9112 section 6.3 calls a smuggling attempt: both headers at once; and
-    section 6.1 says a ``transfer-encoding`` in an HTTP/1.0 request means the framing is
-    faulty.  A client, or a proxy in front of this one, may have framed such a request the
-    other way, so the bytes after it could be read as a request nobody sent: the proxy
-    refuses it and closes the connection.
-    """
-    names = {name for name, _ in request.headers}  # lower-cased by h11
-    if b"transfer-encoding" not in names:
-        return None
-    if b"content-length" in names:
-        return (
-            "both Content-Length and Transfer-Encoding: the body's end is ambiguous, which is "
-            "how requests are smuggled (RFC 9112, section 6.3); send one of them"
-        )
-    if request.http_version < b"1.1":
-        return (
-            "Transfer-Encoding in an HTTP/1.0 request, whose framing it cannot change "
-            "(RFC 9112, section 6.1); send Content-Length, or speak HTTP/1.1"
-        )
-    return None
 
 
 class _BadRequest(Exception):
     """A request the proxy cannot serve in its mode; answered 400 with this message."""
-
-
-class _Abort(Exception):
-    """Close this connection now, without an answer (the reason is logged already)."""
-
-
-class _ClientGone(_Abort):
-    """The client closed the connection, or sending to it failed."""
-
-
-class _TimedOut(_Abort):
-    """The client took longer than a timeout allows (`_Timeouts`); the message says what it
-    failed to do in time.  `cut_off` is True when it was in the middle of a request (it is
-    then answered 408 if the answer can still be sent) and False when it had sent nothing of
-    the next one (the connection is just closed, as HTTP/1.1 lets a server do)."""
-
-    def __init__(self, text: str, *, cut_off: bool) -> None:
-        super().__init__(text)
-        self.cut_off = cut_off
-
-
-@dataclass(frozen=True, slots=True)
-class _Timeouts:
-    """How long a client may take: to send a request head, and to stay silent otherwise."""
-
-    header: float
-    idle: float
-
-
-@dataclass(frozen=True, slots=True)
-class _Target:
-    url: httpx.URL
-    method: str
-    raw_headers: list[tuple[bytes, bytes]]
-    body: bytes
-
-
-def _reason(status: int) -> bytes:
-    try:
-        return http.HTTPStatus(status).phrase.encode("ascii")
-    except ValueError:
-        return b""
-
-
-def _connection_listed(headers: Iterable[tuple[str, str]]) -> set[str]:
-    return {
-        token.strip().lower()
-        for name, value in headers
-        if name == "connection"
-        for token in value.split(",")
-        if token.strip()
-    }
-
-
-def client_headers(
-    headers: Headers, *, bodiless: bool, body_length: int | None, charset: str = "utf-8"
-) -> list[tuple[bytes, bytes]]:
-    """Response headers for the client: hop-by-hop headers dropped, and ``content-length``
-    dropped when it no longer describes the body (h11 then sends it chunked).  Values are sent
-    as the bytes they were received as (`charset`, see `_format.header_text`)."""
-    hop = HOP_BY_HOP | _connection_listed(headers)
-    out = []
-    for name, value in headers:
-        if name in hop:
-            continue
-        if (
-            name == "content-length"
-            and not bodiless
-            and body_length is not None
-            and value.strip() != str(body_length)
-        ):
-            continue
-        out.append((name.encode("ascii"), value.encode(charset)))
-    return out
-
-
-def recorded_headers(
-    raw: Iterable[tuple[bytes, bytes]], authority: bytes
-) -> list[tuple[bytes, bytes]]:
-    """The request headers as recorded (see the module docstring): `TO_PROXY` dropped, ``host``
-    set to `authority` (first, if the client sent none)."""
-    out = []
-    has_host = False
-    for name, value in raw:
-        lower = name.lower()
-        if lower.decode("latin-1") in TO_PROXY:
-            continue
-        if lower == b"host":
-            has_host = True
-            value = authority
-        out.append((name, value))
-    if not has_host:
-        out.insert(0, (b"Host", authority))
-    return out
-
-
-def forwarded_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The recorded headers less hop-by-hop ones and ``content-length`` (httpx sets it)."""
-    pairs = list(raw)
-    listed = _connection_listed(
-        (n.lower().decode("latin-1"), v.decode("latin-1")) for n, v in pairs
-    )
-    drop = HOP_BY_HOP | listed | {"content-length"}
-    return [(n, v) for n, v in pairs if n.lower().decode("latin-1") not in drop]
-
-
-class _Prepended(anyio.abc.ByteStream):
-    """A byte stream that first yields bytes already read (a TLS hello sent with CONNECT)."""
-
-    def __init__(self, stream: anyio.abc.ByteStream, data: bytes) -> None:
-        self._stream = stream
-        self._data = data
-
-    async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
-        if self._data:
-            data, self._data = self._data[:max_bytes], self._data[max_bytes:]
-            return data
-        return await self._stream.receive(max_bytes)
-
-    async def send(self, item: bytes) -> None:
-        await self._stream.send(item)
-
-    async def send_eof(self) -> None:
-        await self._stream.send_eof()
-
-    async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    @property
-    def extra_attributes(self) -> Mapping[Any, Any]:
-        return self._stream.extra_attributes
-
-
-class _Wire:
-    """One client connection: its byte stream, its h11 state machine, and the timeouts that
-    keep a client from holding it: every wait on the client ends in `_TimedOut` (or, for a
-    send, `_ClientGone`) when the client takes too long."""
-
-    def __init__(self, stream: anyio.abc.ByteStream, peer: str, timeouts: _Timeouts) -> None:
-        self.stream = stream
-        self.peer = peer
-        self.timeouts = timeouts
-        self.h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD_BYTES)
-        # The first request's head is due `header` seconds after the connection opens; a
-        # later one's, `header` seconds after its first byte (until then the connection idles).
-        self._head_due: float | None = anyio.current_time() + timeouts.header
-
-    async def next_request(self) -> Any:
-        """The event that starts the next request: a `Request`, or `ConnectionClosed`.
-
-        Waits up to `idle` seconds for the first byte of a request on a kept-alive connection,
-        then up to `header` seconds from it for the whole head; a trickle of bytes does not
-        extend it, so a slowloris client is closed like a silent one."""
-        due, self._head_due = self._head_due, None
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            started = bool(self.h11.trailing_data[0])
-            if due is None and started:
-                due = anyio.current_time() + self.timeouts.header
-            if due is None:
-                why = f"sent no new request for {self.timeouts.idle:g} s"
-                due_now = anyio.current_time() + self.timeouts.idle
-                data = await self._receive(due_now, why, cut_off=False)
-            else:
-                why = f"sent no complete request head within {self.timeouts.header:g} s"
-                data = await self._receive(due, why, cut_off=started)
-            self.h11.receive_data(data)
-
-    async def next_event(self) -> Any:
-        """The next event in the middle of a request (its body): the client may stay silent
-        for up to `idle` seconds at a time."""
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
-            due = anyio.current_time() + self.timeouts.idle
-            why = f"sent nothing for {self.timeouts.idle:g} s in the middle of a request"
-            self.h11.receive_data(await self._receive(due, why, cut_off=True))
-
-    async def _receive(self, due: float, why: str, *, cut_off: bool) -> bytes:
-        """The next bytes from the client (b"" once it closed), or `_TimedOut(why)` at `due`."""
-        with anyio.CancelScope(deadline=due):
-            try:
-                return await self.stream.receive(_READ_SIZE)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
-                return b""
-        raise _TimedOut(why, cut_off=cut_off)
-
-    async def send(self, event: Any) -> None:
-        data = self.h11.send(event)
-        if data:
-            # A client that reads nothing for `idle` seconds is not reading at all.
-            with anyio.move_on_after(self.timeouts.idle):
-                try:
-                    await self.stream.send(data)
-                except _CLIENT_GONE as exc:
-                    self.h11.send_failed()
-                    raise _ClientGone(str(exc) or type(exc).__name__) from None
-                return
-            self.h11.send_failed()
-            raise _ClientGone(f"it left its answer unread for {self.timeouts.idle:g} s")
-
-    async def linger(self) -> None:
-        """Close gently after an early answer: stop sending, then read and drop what the client
-        still sends (briefly, bounded), so closing with unread data does not reset the
-        connection before the client has read the answer."""
-        with contextlib.suppress(Exception):
-            await self.stream.send_eof()
-        with anyio.move_on_after(_LINGER_SECONDS):
-            left = _LINGER_BYTES
-            with contextlib.suppress(Exception):
-                while left > 0:
-                    left -= len(await self.stream.receive(_READ_SIZE))
-
-    def reusable(self) -> bool:
-        return self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE
 
 
 class ProxyServer:
@@ -399,7 +110,7 @@ class ProxyServer:
         self.ca = ca
         self._verify = verify
         self._shutdown_timeout = shutdown_timeout
-        self._timeouts = _Timeouts(header_timeout, idle_timeout)
+        self._timeouts = Timeouts(header_timeout, idle_timeout)
         # Events belong to the event loop that runs the server: made in run().
         self._stop: anyio.Event | None = None
         self._drained: anyio.Event | None = None
@@ -522,13 +233,13 @@ class ProxyServer:
 
     async def _connection(self, stream: anyio.abc.ByteStream) -> None:
         self._active += 1
-        peer = _peer(stream)
+        peer = peer_name(stream)
         try:
             async with stream:
-                await self._serve_http(_Wire(stream, peer, self._timeouts), origin=None)
-        except _ClientGone as exc:
+                await self._serve_http(Wire(stream, peer, self._timeouts), origin=None)
+        except ClientGone as exc:
             logger.warning("sakura-http proxy: %s went away (%s)", peer, exc)
-        except _Abort:
+        except Abort:
             pass
         except Exception:  # a bug must cost one connection, never the proxy
             logger.exception("sakura-http proxy: connection from %s failed", peer)
@@ -539,7 +250,7 @@ class ProxyServer:
 
     # --- HTTP/1.1 -----------------------------------------------------------------------------
 
-    async def _serve_http(self, wire: _Wire, origin: httpx.URL | None) -> None:
+    async def _serve_http(self, wire: Wire, origin: httpx.URL | None) -> None:
         """Serve requests on one connection (keep-alive) until it closes or the proxy stops."""
         while True:
             with anyio.CancelScope() as idle:
@@ -549,10 +260,10 @@ class ProxyServer:
                 try:
                     event = await wire.next_request()
                 except h11.RemoteProtocolError as exc:
-                    await self._bad_input(wire, exc)
+                    await wire.bad_input(exc)
                     return
-                except _TimedOut as exc:
-                    await self._timed_out(wire, exc)
+                except TimedOut as exc:
+                    await wire.timed_out(exc)
                     return
                 finally:
                     self._idle.discard(idle)
@@ -561,24 +272,24 @@ class ProxyServer:
             problem = framing_problem(event)
             if problem is not None:
                 logger.warning("sakura-http proxy: bad request from %s: %s", wire.peer, problem)
-                with contextlib.suppress(_ClientGone):
-                    await self._answer(wire, 400, "bad-request", f"bad request: {problem}\n")
+                with contextlib.suppress(ClientGone):
+                    await wire.answer(400, "bad-request", f"bad request: {problem}\n")
                     await wire.linger()
                 return
             if event.method == b"CONNECT":
                 try:
                     await self._tunnel(wire, event)
-                except _TimedOut as exc:
-                    await self._timed_out(wire, exc)
+                except TimedOut as exc:
+                    await wire.timed_out(exc)
                 return
             self._in_flight += 1
             try:
                 await self._exchange(wire, event, origin)
             except h11.RemoteProtocolError as exc:
-                await self._bad_input(wire, exc)
+                await wire.bad_input(exc)
                 return
-            except _TimedOut as exc:
-                await self._timed_out(wire, exc)
+            except TimedOut as exc:
+                await wire.timed_out(exc)
                 return
             finally:
                 self._in_flight -= 1
@@ -590,49 +301,7 @@ class ProxyServer:
                 return
             wire.h11.start_next_cycle()
 
-    async def _bad_input(self, wire: _Wire, exc: h11.RemoteProtocolError) -> None:
-        status = exc.error_status_hint
-        logger.warning("sakura-http proxy: bad request from %s: %s", wire.peer, exc)
-        if wire.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            with contextlib.suppress(h11.LocalProtocolError, _ClientGone):
-                await self._answer(
-                    wire, status, "bad-request", f"bad request: {exc}\n", closing=True
-                )
-                await wire.linger()
-
-    async def _timed_out(self, wire: _Wire, exc: _TimedOut) -> None:
-        """Close a connection whose client took too long; tell it (408) if it was cut off in
-        the middle of a request and the answer can still be sent."""
-        if not exc.cut_off:
-            return  # nothing of a request came: close quietly, as an idle connection may be
-        logger.warning("sakura-http proxy: closing the connection from %s: it %s", wire.peer, exc)
-        if wire.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            with contextlib.suppress(h11.LocalProtocolError, _ClientGone):
-                text = f"request timeout: the client {exc}\n"
-                await self._answer(wire, 408, "request-timeout", text, closing=True)
-                await wire.linger()
-
-    async def _answer(
-        self, wire: _Wire, status: int, name: str, text: str, *, closing: bool = False
-    ) -> None:
-        """A short text/plain answer; `closing` says the connection closes after it."""
-        body = text.encode("utf-8")
-        headers = [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-sakura-http-error", name.encode("ascii")),
-            (b"x-should-retry", b"false"),
-        ]
-        if closing or wire.h11.their_state is h11.SEND_BODY:
-            # Answered before the request body was read (or after bad input): the connection
-            # closes after this answer, and says so, or a client could send its next request
-            # on it before it sees the close, and have that request dropped unanswered.
-            headers.append((b"connection", b"close"))
-        await wire.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        await wire.send(h11.Data(data=body))
-        await wire.send(h11.EndOfMessage())
-
-    async def _fail(self, wire: _Wire, method: str, url: str, exc: BaseException) -> None:
+    async def _fail(self, wire: Wire, method: str, url: str, exc: BaseException) -> None:
         """Answer 502 for `exc`, with its name and message, and log it."""
         if isinstance(exc, CassetteError):
             self.raised.append(exc)
@@ -643,7 +312,7 @@ class ProxyServer:
         if isinstance(exc, httpx.TransportError):
             text = f"{method} {url}: the upstream request failed: {type(exc).__name__}: {text}"
         logger.warning("sakura-http proxy: 502 %s: %s", name, text)
-        await self._answer(wire, 502, name, text + "\n")
+        await wire.answer(502, name, text + "\n")
 
     # --- one exchange ---------------------------------------------------------------------------
 
@@ -670,7 +339,7 @@ class ProxyServer:
             raise _BadRequest(f"cannot proxy {target!r}: only http:// and https:// URLs")
         return url
 
-    async def _read_body(self, wire: _Wire, request: h11.Request) -> bytes:
+    async def _read_body(self, wire: Wire, request: h11.Request) -> bytes:
         limit = self.config.max_body_bytes
         for name, value in request.headers:
             if name == b"content-length" and value.isdigit():
@@ -688,14 +357,14 @@ class ProxyServer:
             elif isinstance(event, h11.EndOfMessage):
                 return b"".join(parts)
 
-    async def _exchange(self, wire: _Wire, request: h11.Request, origin: httpx.URL | None) -> None:
+    async def _exchange(self, wire: Wire, request: h11.Request, origin: httpx.URL | None) -> None:
         method = request.method.decode("ascii")
         target = request.target.decode("ascii")
         try:
             url = self._url(request, origin)
         except (_BadRequest, httpx.InvalidURL) as exc:
             logger.warning("sakura-http proxy: 400 for %s %s: %s", method, target, exc)
-            await self._answer(wire, 400, "bad-request", f"{exc}\n")
+            await wire.answer(400, "bad-request", f"{exc}\n")
             return
         try:
             body = await self._read_body(wire, request)
@@ -729,14 +398,14 @@ class ProxyServer:
             return
         await self._record(wire, data, plan, forward, head)
 
-    async def _replay(self, wire: _Wire, exchange: Exchange, head: bool) -> None:
+    async def _replay(self, wire: Wire, exchange: Exchange, head: bool) -> None:
         if exchange.error is not None:
             text = (
                 f"{exchange.method} {exchange.url}: the recorded upstream request failed: "
                 f"{exchange.error.type}: {exchange.error.message}"
             )
             logger.warning("sakura-http proxy: 502 upstream (recorded): %s", text)
-            await self._answer(wire, 502, "upstream", text + "\n")
+            await wire.answer(502, "upstream", text + "\n")
             return
         assert exchange.status is not None
         bodiless = head or exchange.status in _BODILESS_STATUSES
@@ -748,7 +417,7 @@ class ProxyServer:
         )
         await wire.send(
             h11.Response(
-                status_code=exchange.status, headers=headers, reason=_reason(exchange.status)
+                status_code=exchange.status, headers=headers, reason=reason_phrase(exchange.status)
             )
         )
         if not bodiless:
@@ -762,7 +431,7 @@ class ProxyServer:
         assert self._outer is not None, "run() first"
         return await self._outer.handle_async_request(request)
 
-    async def _passthrough(self, wire: _Wire, request: httpx.Request, head: bool) -> None:
+    async def _passthrough(self, wire: Wire, request: httpx.Request, head: bool) -> None:
         """Send `request` upstream and hand the answer on as it is; nothing is recorded."""
         try:
             response = await self._send_upstream(request)
@@ -779,7 +448,7 @@ class ProxyServer:
                     headers=client_headers(
                         headers, bodiless=bodiless, body_length=None, charset=charset
                     ),
-                    reason=_reason(status),
+                    reason=reason_phrase(status),
                 )
             )
             async for raw in _body(response):
@@ -790,7 +459,7 @@ class ProxyServer:
             await response.aclose()
 
     async def _record(
-        self, wire: _Wire, data: RequestData, plan: Plan, request: httpx.Request, head: bool
+        self, wire: Wire, data: RequestData, plan: Plan, request: httpx.Request, head: bool
     ) -> None:
         """Forward `request` (`data` as recorded), record the answer and replay it, or tee it
         to the client as it arrives (`stream_through`)."""
@@ -825,7 +494,7 @@ class ProxyServer:
 
     async def _tee(
         self,
-        wire: _Wire,
+        wire: Wire,
         plan: Plan,
         recorder: ResponseRecorder,
         response: httpx.Response,
@@ -850,7 +519,7 @@ class ProxyServer:
                         body_length=None,
                         charset=recorder.charset,
                     ),
-                    reason=_reason(status),
+                    reason=reason_phrase(status),
                 )
             )
             async for piece in tee:
@@ -865,18 +534,17 @@ class ProxyServer:
                 response.request.url,
                 exc,
             )
-            raise _Abort from None
+            raise Abort from None
         finally:
             await tee.aclose()
 
     # --- CONNECT ------------------------------------------------------------------------------
 
-    async def _tunnel(self, wire: _Wire, request: h11.Request) -> None:
+    async def _tunnel(self, wire: Wire, request: h11.Request) -> None:
         """Accept a CONNECT, then serve HTTP inside TLS with a certificate for its host."""
         authority = request.target.decode("ascii")
         if self.upstream is not None or self.ca is None:
-            await self._answer(
-                wire,
+            await wire.answer(
                 400,
                 "bad-request",
                 f"this proxy runs in reverse mode (--upstream {self.upstream}): it does not "
@@ -889,7 +557,7 @@ class ProxyServer:
         await wire.send(h11.Response(status_code=200, headers=[], reason=b"Connection established"))
         context = await anyio.to_thread.run_sync(self.ca.context_for, host)
         buffered, _ = wire.h11.trailing_data
-        stream = _Prepended(wire.stream, buffered) if buffered else wire.stream
+        stream = Prepended(wire.stream, buffered) if buffered else wire.stream
         try:
             with anyio.fail_after(self._timeouts.header):
                 tls = await TLSStream.wrap(
@@ -914,7 +582,7 @@ class ProxyServer:
             )
             return
         origin = httpx.URL(scheme="https", host=host, port=port or 443)
-        await self._serve_http(_Wire(tls, wire.peer, self._timeouts), origin)
+        await self._serve_http(Wire(tls, wire.peer, self._timeouts), origin)
 
 
 def _body(response: httpx.Response) -> httpx.AsyncByteStream:
@@ -922,12 +590,3 @@ def _body(response: httpx.Response) -> httpx.AsyncByteStream:
     stream = response.stream
     assert isinstance(stream, httpx.AsyncByteStream)
     return stream
-
-
-def _peer(stream: anyio.abc.ByteStream) -> str:
-    with contextlib.suppress(Exception):
-        address = stream.extra(anyio.abc.SocketAttribute.remote_address)
-        if isinstance(address, tuple):
-            return f"{address[0]}:{address[1]}"
-        return str(address)
-    return "a client"
