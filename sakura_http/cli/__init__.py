@@ -57,6 +57,7 @@ from ._show import (
     textconv_lines,
     url_shown,
 )
+from ._verify import add_verify_command
 
 __all__ = ["main"]
 
@@ -854,6 +855,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_proxy_commands(command)  # proxy, ca: sakura_http.proxy is imported when they run
     add_migrate_command(command)  # migrate: libcst is imported when it runs
+    add_verify_command(command)  # verify: re-sends recorded requests, compares shapes
     return parser
 
 

@@ -1,0 +1,394 @@
+"""`sakura-http verify`: re-send a cassette's requests to the live API and say what drifted.
+
+Each recorded request is sent again, in recorded order, with httpx directly (nothing is
+recorded, the cassette is never written), to the hosts the user names and no other; the live
+response's shape is compared with the recorded one by the engine (`_drift.compare_responses`).
+Credentials come from the command line (`--header`, `--header-for`, which may name environment
+variables), never from the cassette.
+
+This module imports the engine and `cli._show` only, not the CLI package itself: it registers
+its subcommand through the `command(...)` helper `build_parser` hands it, and prints its own
+errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+import orjson
+
+from .._cassette import load_cassette
+from .._drift import Difference, compare_responses
+from .._exceptions import CassetteFormatError
+from .._format import Exchange, Headers
+from .._hosts import HostList
+from .._matching import HOP_BY_HOP_HEADERS
+from .._placeholders import is_placeholder
+from .._policy import REDACTED, names_a_secret
+from ._show import url_shown
+
+__all__ = ["EXIT_NO_HOSTS", "HOSTS_VARIABLE", "add_verify_command"]
+
+#: Exit status when no host may be reached (EX_TEMPFAIL, as `pytest --record` without hosts).
+EXIT_NO_HOSTS = 75
+#: The environment variable read when no --record-host is given: hosts separated by commas or
+#: spaces.
+HOSTS_VARIABLE = "SAKURA_HTTP_RECORD_HOSTS"
+
+_EXIT_OK, _EXIT_FOUND, _EXIT_USAGE = 0, 1, 2
+_PROG = "sakura-http verify"
+
+# Request headers not sent again as recorded: httpx sets them for this connection and body
+# (accept-encoding to what it can decode, so the live body is read as the recorded one was).
+_NOT_RESENT = frozenset(
+    {"host", "content-length", "transfer-encoding", "accept-encoding", *HOP_BY_HOP_HEADERS}
+)
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\$))")
+
+Outcome = Literal["same", "drifted", "failed", "skipped"]
+
+
+class _BadInput(Exception):
+    """A usage error or an unreadable cassette: one line on stderr, exit 2."""
+
+
+@dataclass(frozen=True)
+class _Result:
+    """What verifying one recorded exchange found."""
+
+    index: int
+    recorded: Exchange
+    outcome: Outcome
+    differences: list[Difference] = field(default_factory=list)
+    live_status: int | None = None
+    reason: str | None = None  # why it failed or was skipped
+
+
+@dataclass
+class _Verified:
+    path: Path
+    results: list[_Result]
+    needed: list[str]  # credential headers the requests need that no option gave
+
+
+# --- options ---------------------------------------------------------------------------------
+
+
+def _expand(text: str, what: str, environ: Mapping[str, str]) -> str:
+    """`text` with `$NAME` and `${NAME}` replaced by the environment's values (`$$` is `$`), so
+    a secret can be named in single quotes and never appear in the process list."""
+
+    def value(match: re.Match[str]) -> str:
+        if match.group(3):
+            return "$"
+        name = match.group(1) or match.group(2)
+        if name not in environ:
+            raise _BadInput(f"{what} names ${name}, which is not set in the environment")
+        return environ[name]
+
+    return _VARIABLE.sub(value, text)
+
+
+def _header(text: str, what: str, environ: Mapping[str, str]) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    name = name.strip().lower()
+    if not sep or not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9a-z-]+", name):
+        # The text itself is not printed: it may be a credential given without its name.
+        raise _BadInput(
+            f"a {what} of {len(text)} characters is not 'name: value' (e.g. 'authorization: "
+            "Bearer $KEY')"
+        )
+    return name, _expand(value.strip(), f"{what} {name}", environ)
+
+
+def _hosts(args: argparse.Namespace, environ: Mapping[str, str]) -> HostList:
+    entries = args.record_hosts or re.split(r"[\s,]+", environ.get(HOSTS_VARIABLE, ""))
+    return HostList(entry for entry in entries if entry.strip())
+
+
+def _host_port(url: httpx.URL) -> tuple[str, int | None]:
+    return url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
+
+
+def _cassette_files(names: Sequence[str]) -> list[Path]:
+    files: list[Path] = []
+    for name in names:
+        path = Path(name)
+        if path.is_dir():
+            files.extend(p for p in sorted(path.rglob("*.jsonl")) if p.is_file())
+        elif path.exists():
+            files.append(path)
+        else:
+            raise _BadInput(f"{path}: no such file or directory")
+    return files
+
+
+def _load(path: Path) -> list[Exchange]:
+    try:
+        return load_cassette(path).exchanges
+    except CassetteFormatError as exc:
+        raise _BadInput(str(exc)) from None
+    except OSError as exc:
+        raise _BadInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+# --- sending ---------------------------------------------------------------------------------
+
+
+def _needs_value(name: str, value: str) -> bool:
+    """Whether a recorded request header stands in for a credential the user must supply."""
+    return value == REDACTED or (names_a_secret(name) and is_placeholder(value))
+
+
+def _request_headers(
+    recorded: Headers, given: list[tuple[str, str]], needed: set[str]
+) -> list[tuple[str, str]]:
+    names = {name for name, _ in given}
+    headers: list[tuple[str, str]] = []
+    for name, value in recorded:
+        if name in _NOT_RESENT or name in names:
+            continue
+        if _needs_value(name, value):
+            needed.add(name)
+            continue
+        headers.append((name, value))
+    return headers + given
+
+
+def _verify_exchange(
+    client: httpx.Client,
+    index: int,
+    recorded: Exchange,
+    hosts: HostList,
+    given: Callable[[tuple[str, int | None]], list[tuple[str, str]]],
+    ignore_headers: Sequence[str],
+    needed: set[str],
+) -> _Result:
+    try:
+        url = httpx.URL(recorded.url)
+    except httpx.InvalidURL as exc:
+        return _Result(index, recorded, "failed", reason=f"the recorded URL is invalid: {exc}")
+    host = _host_port(url)
+    if host not in hosts:
+        where = url.host if url.port is None else f"{url.host}:{url.port}"
+        return _Result(index, recorded, "skipped", reason=f"{where} is not a --record-host")
+    if recorded.error is not None and recorded.status is None:
+        return _Result(index, recorded, "skipped", reason="it recorded a transport failure")
+    credentials = given(host)
+    headers = _request_headers(recorded.headers, credentials, needed)
+    try:
+        response = client.request(recorded.method, url, headers=headers, content=recorded.body)
+    except httpx.HTTPError as exc:
+        return _Result(index, recorded, "failed", reason=f"{type(exc).__name__}: {exc}")
+    live = Exchange(
+        method=recorded.method,
+        url=recorded.url,
+        status=response.status_code,
+        response_headers=tuple(
+            (name.lower(), value) for name, value in response.headers.multi_items()
+        ),
+        response_body=response.content,
+    )
+    differences = compare_responses(recorded, live, ignore_headers=ignore_headers)
+    reason = None
+    if response.status_code in (401, 403, 407) and not credentials:
+        reason = (
+            f"the origin answered {response.status_code} and no credentials were given for "
+            "it: pass them with --header or --header-for"
+        )
+    outcome: Outcome = "drifted" if differences else "same"
+    return _Result(index, recorded, outcome, differences, response.status_code, reason)
+
+
+# --- output ----------------------------------------------------------------------------------
+
+
+def _label(result: _Result) -> str:
+    ex = result.recorded
+    ident = f" id={ex.id}" if ex.id is not None else ""
+    return f"#{result.index + 1}{ident} {ex.method} {url_shown(ex.url)}"
+
+
+_WORDS = {"same": "same shape", "drifted": "drifted", "failed": "failed", "skipped": "skipped"}
+
+
+def _text(verified: list[_Verified]) -> str:
+    lines: list[str] = []
+    for cassette in verified:
+        lines.append(f"{cassette.path}")
+        if not cassette.results:
+            lines.append("  (no exchanges)")
+        for result in cassette.results:
+            status = ""
+            if result.live_status is not None:
+                status = f" ({_status(result.recorded)} -> {result.live_status})"
+            reason = f": {result.reason}" if result.reason else ""
+            lines.append(f"  {_label(result)}{status}: {_WORDS[result.outcome]}{reason}")
+            lines.extend(f"      {difference}" for difference in result.differences)
+        if cassette.needed:
+            lines.append(
+                f"  needed, not given: {', '.join(cassette.needed)} (recorded without its value: "
+                "give it with --header or --header-for)"
+            )
+    lines.append(_summary_line(verified))
+    return "\n".join(lines) + "\n"
+
+
+def _status(exchange: Exchange) -> str:
+    return "ERR" if exchange.status is None else str(exchange.status)
+
+
+def _counts(verified: list[_Verified]) -> dict[str, int]:
+    results = [result for cassette in verified for result in cassette.results]
+    counts = {"cassettes": len(verified), "exchanges": len(results)}
+    for outcome in _WORDS:
+        counts[outcome] = sum(result.outcome == outcome for result in results)
+    return counts
+
+
+def _summary_line(verified: list[_Verified]) -> str:
+    n = _counts(verified)
+    cassettes = "1 cassette" if n["cassettes"] == 1 else f"{n['cassettes']} cassettes"
+    exchanges = "1 exchange" if n["exchanges"] == 1 else f"{n['exchanges']} exchanges"
+    parts = ", ".join(f"{n[outcome]} {word}" for outcome, word in _WORDS.items())
+    return f"{cassettes}, {exchanges}: {parts}"
+
+
+def _json(verified: list[_Verified]) -> dict[str, Any]:
+    return {
+        "cassettes": [
+            {
+                "path": str(cassette.path),
+                "exchanges": [
+                    {
+                        "index": result.index + 1,
+                        "id": result.recorded.id,
+                        "method": result.recorded.method,
+                        "url": url_shown(result.recorded.url),
+                        "outcome": result.outcome,
+                        "recorded_status": result.recorded.status,
+                        "live_status": result.live_status,
+                        "differences": [d.to_json() for d in result.differences],
+                        "reason": result.reason,
+                    }
+                    for result in cassette.results
+                ],
+                "needed_not_given": cassette.needed,
+            }
+            for cassette in verified
+        ],
+        "summary": _counts(verified),
+    }
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace) -> int:
+    environ = os.environ
+    hosts = _hosts(args, environ)
+    if not hosts:
+        sys.stderr.write(
+            f"{_PROG}: no host may be reached: name the API hosts to re-send the recorded "
+            f"requests to with --record-host HOST[:PORT] (repeatable) or {HOSTS_VARIABLE}="
+            "host1,host2; the requests to other hosts are skipped\n"
+        )
+        return EXIT_NO_HOSTS
+    try:
+        every = [_header(text, "--header", environ) for text in args.header]
+        per_host = [
+            (HostList([host]), _header(text, "--header-for", environ))
+            for host, text in args.header_for
+        ]
+        cassettes = [(path, _load(path)) for path in _cassette_files(args.cassettes)]
+    except _BadInput as exc:
+        sys.stderr.write(f"{_PROG}: error: {exc}\n")
+        return _EXIT_USAGE
+
+    def given(host: tuple[str, int | None]) -> list[tuple[str, str]]:
+        chosen = dict(every)
+        chosen.update(header for hosts_of, header in per_host if host in hosts_of)
+        return list(chosen.items())
+
+    ignore = [name.lower() for name in args.ignore_header]
+    verified: list[_Verified] = []
+    with httpx.Client(timeout=args.timeout, follow_redirects=False) as client:
+        for path, exchanges in cassettes:
+            needed: set[str] = set()
+            results = [
+                _verify_exchange(client, index, exchange, hosts, given, ignore, needed)
+                for index, exchange in enumerate(exchanges)
+            ]
+            verified.append(_Verified(path, results, sorted(needed)))
+    if args.json:
+        sys.stdout.write(orjson.dumps(_json(verified), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(_text(verified))
+    counts = _counts(verified)
+    return _EXIT_FOUND if counts["drifted"] or counts["failed"] else _EXIT_OK
+
+
+def add_verify_command(
+    command: Callable[..., argparse.ArgumentParser],
+) -> None:
+    """Register `verify` through the CLI's `command(name, handler, summary, details)` helper."""
+    verify = command(
+        "verify",
+        _verify,
+        "Re-send each cassette's requests to the live API and report the responses whose "
+        "shape drifted; exit 1 when one did (or could not be verified).",
+        "Only hosts named by --record-host (or SAKURA_HTTP_RECORD_HOSTS) are reached; without "
+        "any, nothing is sent (exit 75). Shapes, not values, are compared: the status class, "
+        "response header names (volatile ones left out), the content type, JSON keys and "
+        "value types, enum-like values, SSE event names and their data. Credentials are "
+        "given with --header or --header-for, never read from the cassette. The cassettes are "
+        "never written. A folder stands for every *.jsonl file below it.",
+    )
+    verify.add_argument("cassettes", metavar="CASSETTE", nargs="+")
+    verify.add_argument(
+        "--record-host",
+        dest="record_hosts",
+        action="append",
+        default=None,
+        metavar="HOST[:PORT]",
+        help=f"a host the requests may be sent to (repeatable; default: ${HOSTS_VARIABLE})",
+    )
+    verify.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="'NAME: VALUE'",
+        help="a header added to every request, e.g. 'authorization: Bearer $TOKEN' ($NAME and "
+        "${NAME} are read from the environment; repeatable)",
+    )
+    verify.add_argument(
+        "--header-for",
+        action="append",
+        nargs=2,
+        default=[],
+        metavar=("HOST[:PORT]", "'NAME: VALUE'"),
+        help="a header added to the requests to one host (repeatable)",
+    )
+    verify.add_argument(
+        "--ignore-header",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a response header whose presence is not compared (repeatable; NAME* for a prefix)",
+    )
+    verify.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long to wait for each response (default 60)",
+    )
+    verify.add_argument("--json", action="store_true", help="print the report as one JSON document")
