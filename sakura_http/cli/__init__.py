@@ -57,6 +57,7 @@ from ._show import (
     textconv_lines,
     url_shown,
 )
+from ._usage import UsageError as _UsageError
 from ._verify import add_verify_command
 
 __all__ = ["main"]
@@ -66,10 +67,6 @@ PROG = "sakura-http"
 EXIT_OK = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
-
-
-class _UsageError(Exception):
-    """A usage error or unreadable input: printed as one line, exit code 2."""
 
 
 class _Parser(argparse.ArgumentParser):

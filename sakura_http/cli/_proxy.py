@@ -13,22 +13,18 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ._usage import UsageError
+
 __all__ = ["add_proxy_commands"]
 
 _MODES = ("none", "new_episodes", "all")
-
-
-def _usage_error(text: str) -> Exception:
-    from . import _UsageError  # here, not at import: the CLI's __init__ imports this module
-
-    return _UsageError(text)
 
 
 def _import_proxy() -> ModuleType:
     try:
         import sakura_http.proxy as proxy
     except ImportError as exc:
-        raise _usage_error(
+        raise UsageError(
             f"the proxy needs the proxy extra ({exc}): pip install 'sakura-http[proxy]'"
         ) from None
     return proxy
@@ -93,7 +89,7 @@ def _proxy(args: argparse.Namespace) -> int:
         sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
         return 1
     except (CassetteError, OSError) as exc:
-        raise _usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     return 0
 
 
@@ -104,7 +100,7 @@ def _ca(args: argparse.Namespace) -> int:
     try:
         ca = proxy.CertificateAuthority(args.ca_dir)
     except (CassetteError, OSError) as exc:
-        raise _usage_error(str(exc)) from None
+        raise UsageError(str(exc)) from None
     path = ca.cert_path
     sys.stdout.write(
         f"{path}\n"
