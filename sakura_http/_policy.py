@@ -37,7 +37,7 @@ from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
 
 from ._exceptions import BodyTooLargeError, CredentialHeaderError, UndecodableBodyError
 from ._format import Headers
-from ._placeholders import PLACEHOLDER_WORDS, is_placeholder
+from ._placeholders import PLACEHOLDER_MARKERS, is_placeholder
 
 if TYPE_CHECKING:
     from ._matching import RequestData
@@ -487,12 +487,15 @@ def secrets_of(
 @functools.lru_cache(maxsize=1024)  # per request on replay: the same token every time
 def _stands_in(candidate: str) -> bool:
     """Whether a secret header's `candidate` string is a placeholder another tool wrote
-    (`is_placeholder`: ``REDACTED``, ``Bearer FILTERED``, ``<API_KEY>``, ``${TOKEN}``), which no
-    credential is.  A bare word of `PLACEHOLDER_WORDS` is still searched for: ``passwd`` or
-    ``secret`` may be a test server's real password (httpbin's /basic-auth/user/passwd)."""
+    (`is_placeholder`) holding one of the marker words no credential holds
+    (`PLACEHOLDER_MARKERS`: ``REDACTED``, ``Bearer FILTERED``, ``__cf_bm=scrubbed``).  Other
+    placeholders are still searched for: a word or a shape (``passwd``, ``000000``, ``<a1b2>``)
+    may well be a real secret, such as a test server's password (httpbin's
+    /basic-auth/user/passwd)."""
     if not is_placeholder(candidate):
         return False
-    return candidate.lower().replace("-", "").replace("_", "") not in PLACEHOLDER_WORDS
+    lowered = candidate.lower()
+    return any(marker in lowered for marker in PLACEHOLDER_MARKERS)
 
 
 class Redactor:
