@@ -78,9 +78,8 @@ ENUM_KEYS = frozenset(
         "status",
         "event",
         "kind",
-        "code",
     }
-)
+)  # not "code": OAuth answers carry an authorization code under it, which must not be printed
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_.:/-]{0,39}")
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")

@@ -93,6 +93,10 @@ def test_a_long_or_spaced_string_under_an_enum_key_is_a_value() -> None:
     assert compare_json({"type": "a long sentence"}, {"type": "another sentence"}) == []
 
 
+def test_a_code_is_not_an_enum_it_may_be_an_oauth_secret() -> None:
+    assert compare_json({"code": "4-0AX4XfWh"}, {"code": "4-0AY7b2Kq"}) == []
+
+
 def test_arrays_compare_by_the_shapes_of_their_elements_not_their_length() -> None:
     old = {"content": [{"type": "text", "text": "a"}]}
     longer = {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
