@@ -315,6 +315,10 @@ def pytest_configure(config: pytest.Config) -> None:
         prune=prune,
         header_rules=_header_rules(config),
     )
+    if not hasattr(config, "workerinput"):
+        partial = _partial_run(config)
+        if partial:
+            config.stash[_STATE].ledger.block(partial)
 
 
 def _header_rules(config: pytest.Config) -> Rules:
@@ -323,10 +327,6 @@ def _header_rules(config: pytest.Config) -> Rules:
         return Rules(ignore_headers=names)
     except ConfigurationError as exc:
         raise pytest.UsageError(f"sakura-http: the ini option sakura_{exc}") from None
-    if not hasattr(config, "workerinput"):
-        partial = _partial_run(config)
-        if partial:
-            config.stash[_STATE].ledger.block(partial)
 
 
 def _no_hosts_message(requested: RecordMode, effective: RecordMode) -> str:
