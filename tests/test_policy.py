@@ -351,18 +351,18 @@ def test_a_miss_never_prints_a_credential_value() -> None:
 
 
 def test_a_miss_never_prints_a_secret_query_value(drive: Driver, tmp_path: Path) -> None:
-    # `password` has a credential shape; `sig` is a declared secret parameter (a default one)
+    # `session_token` has a credential shape (and is no default secret parameter); `sig` is a declared secret parameter (a default one)
     # that a cassette recorded before it was declared still holds raw.
-    recorded = "https://api.example.test/v1?password=recorded-0123456789&sig=rec-sig-0123456&q=1"
+    recorded = "https://api.example.test/v1?session_token=recorded-0123456789&sig=rec-sig-0123456&q=1"
     path = write_cassette(tmp_path / "c.jsonl", [Exchange("GET", recorded, status=200)])
     transport = drive.transport(path, mode="none")
-    live = "https://api.example.test/v1?password=live-value-0123456789&sig=live-sig-0123&q=2"
+    live = "https://api.example.test/v1?session_token=live-value-0123456789&sig=live-sig-0123&q=2"
     with pytest.raises(CassetteMiss) as caught:
         drive.send(transport, "GET", live)
     text = str(caught.value)
     for value in ("recorded-0123456789", "rec-sig-0123456", "live-value-0123456789", "live-sig"):
         assert value not in text, text
-    assert "password=<hidden, 21 chars>" in text
+    assert "session_token=<hidden, 21 chars>" in text
     assert "q=1" in text and "q=2" in text  # the rest of the URL still says what differs
 
 
