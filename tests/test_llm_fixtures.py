@@ -218,10 +218,12 @@ module_client = httpx.Client()  # built before any test runs
 
 
 def greet(name):
-    client = anthropic.Anthropic(base_url=BASE)  # the SDK passes its own HTTPTransport
-    return client.messages.create(
-        model="m", max_tokens=9, messages=[{"role": "user", "content": name}]
-    ).content[0].text
+    # The SDK passes its own HTTPTransport.  Closed: a connection left open is a
+    # ResourceWarning wherever the garbage collector finds it (a later in-process run).
+    with anthropic.Anthropic(base_url=BASE) as client:
+        return client.messages.create(
+            model="m", max_tokens=9, messages=[{"role": "user", "content": name}]
+        ).content[0].text
 
 
 async def agreet(name):
@@ -353,10 +355,10 @@ USER = [{"role": "user", "content": "sakura"}]
 
 @pytest.mark.cassette("defaults.jsonl", patch_clients=True)
 def test_app():
-    client = anthropic.Anthropic(base_url=BASE)
-    assert client.messages.create(model="m", max_tokens=9, messages=USER).content[0].text
-    chat = openai.OpenAI(base_url=BASE + "/v1")
-    assert chat.chat.completions.create(model="m", messages=USER).choices[0].message.content
+    with anthropic.Anthropic(base_url=BASE) as client:  # closed: see APP's greet
+        assert client.messages.create(model="m", max_tokens=9, messages=USER).content[0].text
+    with openai.OpenAI(base_url=BASE + "/v1") as chat:
+        assert chat.chat.completions.create(model="m", messages=USER).choices[0].message.content
     assert httpx2.get(ECHO + "/plain").status_code == 200  # not an SDK's request
 """
 

@@ -4,7 +4,8 @@
   ``sakura_async_openai``: the SDK's own client (built by `sakura_http.llm`) over the test's
   cassette, with the marker's ``anthropic={...}`` / ``openai={...}`` as SDK keywords.
 * ``@pytest.mark.cassette(patch_clients=True)`` and the ini key ``sakura_patch_clients``: the
-  httpx / httpx2 clients the app builds itself use the test's cassette (`ClientPatch`), with the
+  httpx / httpx2 clients, requests sessions (``requests.get`` too) and aiohttp sessions the
+  app builds itself use the test's cassette (`ClientPatch`), with the
   SDK fixtures' defaults: `LLM_SECRET_HEADERS` secret, `Rules.llm()` for the providers'
   exchanges (`PATCH_CLIENTS_RULES`), no retry of a miss, and `PLACEHOLDER_API_KEY` in the SDKs'
   key variables while replaying (from the start of the run with the ini key, so clients built
@@ -63,8 +64,8 @@ _KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "sakura_patch_clients",
-        "sakura-http: patch_clients=True for every test (httpx/httpx2 clients that would reach "
-        "the network use the test's cassette).",
+        "sakura-http: patch_clients=True for every test (httpx/httpx2 clients, requests and "
+        "aiohttp sessions that would reach the network use the test's cassette).",
         type="bool",
         default=False,
     )
@@ -244,7 +245,7 @@ def _sakura_patch_clients(request: pytest.FixtureRequest) -> Iterator[None]:
     with pytest.MonkeyPatch.context() as env:
         if transport.mode is RecordMode.NONE:
             _placeholder_keys(env)
-        with ClientPatch(transport).installed():
+        with ClientPatch(transport, track=factory.track).installed():
             yield
 
 

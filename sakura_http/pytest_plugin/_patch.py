@@ -14,6 +14,24 @@ in the app) are recorded too, and once the patch is removed every client is exac
 its own transport never closed by sakura-http.  If a library renames the method, installing
 the patch raises a `RuntimeError` that says so, rather than silently recording nothing.
 
+requests and aiohttp (those installed) are covered the same way, by one method each, on the
+same cassette through their own front ends (built on first use, handed to ``track``):
+
+* ``requests.Session.get_adapter(url)``, which ``Session.send`` calls for every request (each
+  hop of a redirect, the module-level ``requests.get`` & co. included): when it gives
+  requests' own ``HTTPAdapter`` (or a subclass: retries configured on it), the request goes
+  through one `sakura_http.requests.RecordingAdapter`, the session's adapter being the outer
+  one when recording.  Other adapters (requests-mock's, a `RecordingAdapter`) are left alone.
+* ``aiohttp.ClientSession._request``, the coroutine behind ``get``, ``post``, ``request`` and
+  the others: one `sakura_http.aiohttp.RecordingMiddleware` is added as the innermost of the
+  request's middlewares (the session's, or the request's own ``middlewares=``), so the app's
+  middlewares run as they do live and a replay opens no connection.  A request whose
+  middlewares already hold a `RecordingMiddleware` (the ``sakura_aiohttp`` fixture's) is left
+  alone.
+
+Like ``_transport_for_url``, neither hook changes a session: sessions built before the test are
+covered, and once the patch is removed they are exactly as they were.
+
 The anthropic and openai SDKs retry a failed request twice, with backoff, whatever the cause.
 A sakura-http error (a miss) is the same on every attempt, so while the patch is installed the
 SDKs' private ``_sleep_for_retry`` (the one method both call, in their sync and async clients,
@@ -30,9 +48,10 @@ import contextvars
 import importlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from .._exceptions import CassetteError
 from .._transport import RecordingTransport
@@ -87,6 +106,46 @@ class _Through:
             return await self._recording.handle_async_request(request)
         finally:
             _OWN.reset(token)
+
+
+class _SessionsOwnAdapter:
+    """The patching `RecordingAdapter`'s outer: the patched requests session's own adapter for
+    the request in flight.  The session owns it, so closing this closes nothing."""
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        return _OWN.get().send(request, **kwargs)
+
+    def close(self) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "<sakura_http: the patched session's own adapter>"
+
+
+class _SentThrough:
+    """What a patched ``Session.get_adapter`` gives: an adapter sending through `recording`,
+    with `own` (the session's adapter) as the outer one while this request is sent."""
+
+    def __init__(self, recording: Any, own: Any) -> None:
+        self._recording = recording
+        self._own = own
+
+    def send(self, request: Any, **kwargs: Any) -> Any:
+        token = _OWN.set(self._own)
+        try:
+            return self._recording.send(request, **kwargs)
+        finally:
+            _OWN.reset(token)
+
+    def close(self) -> None:  # the session closes its own adapters, never this
+        pass
+
+
+def _optional(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:  # requests and aiohttp are optional
+        return None
 
 
 def _libraries() -> list[ModuleType]:
@@ -153,8 +212,16 @@ class ClientPatch:
     on the way out, whatever happens inside.
     """
 
-    def __init__(self, recording: RecordingTransport) -> None:
+    def __init__(
+        self, recording: RecordingTransport, *, track: Callable[[Any], None] | None = None
+    ) -> None:
         self.recording = recording
+        #: The requests adapter and aiohttp middleware opened on the recording transport's
+        #: cassette (on first use), in the order opened.
+        self.opened: list[Any] = []
+        self._track = track
+        self._lock = threading.Lock()
+        self._front_ends: dict[str, Any] = {}
 
     @staticmethod
     def outer() -> Any:
@@ -174,28 +241,113 @@ class ClientPatch:
         _transport_for_url.__wrapped__ = original  # type: ignore[attr-defined]
         return _transport_for_url
 
+    def _front_end(self, name: str) -> Any:
+        """The front end `name` on the recording transport's cassette and configuration, opened
+        once (handed to ``track``, which closes it; else the block of `installed()` does)."""
+        with self._lock:
+            opened = self._front_ends.get(name)
+            if opened is None:
+                recording = self.recording
+                if name == "requests":
+                    from ..requests import RecordingAdapter
+
+                    opened = RecordingAdapter(
+                        recording.path,
+                        outer=_SessionsOwnAdapter(),  # type: ignore[arg-type]
+                        config=recording.config,
+                        environ={},
+                    )
+                else:
+                    from ..aiohttp import RecordingMiddleware
+
+                    opened = RecordingMiddleware(
+                        recording.path, config=recording.config, environ={}
+                    )
+                self._front_ends[name] = opened
+                self.opened.append(opened)
+                if self._track is not None:
+                    self._track(opened)
+            return opened
+
+    def _wrap_get_adapter(self, requests: ModuleType, original: Callable[..., Any]) -> Any:
+        network = requests.adapters.HTTPAdapter
+
+        def get_adapter(session: Any, url: str) -> Any:
+            adapter = original(session, url)
+            if isinstance(adapter, network):
+                return _SentThrough(self._front_end("requests"), adapter)
+            return adapter
+
+        get_adapter.__wrapped__ = original  # type: ignore[attr-defined]
+        return get_adapter
+
+    def _wrap_request(self, original: Callable[..., Any]) -> Any:
+        from ..aiohttp import RecordingMiddleware
+
+        async def _request(
+            session: Any, method: str, url: Any, *, middlewares: Any = None, **kwargs: Any
+        ) -> Any:
+            chain = tuple(session._middlewares if middlewares is None else middlewares)
+            if not any(isinstance(m, RecordingMiddleware) for m in chain):
+                middlewares = (*chain, self._front_end("aiohttp"))  # innermost
+            return await original(session, method, url, middlewares=middlewares, **kwargs)
+
+        _request.__wrapped__ = original  # type: ignore[attr-defined]
+        return _request
+
+    def _hooks(self) -> Iterator[tuple[type, str, Any]]:
+        """(class, method name, replacement) for every installed client library."""
+        for library in _libraries():
+            for cls in (library.Client, library.AsyncClient):
+                original = cls.__dict__.get(_HOOK)
+                if original is None:
+                    _renamed(library, cls, _HOOK, "transport=sakura_transport")
+                yield cls, _HOOK, self._wrap(library, original)
+        requests = _optional("requests")
+        if requests is not None:
+            session = requests.Session
+            original = session.__dict__.get("get_adapter")
+            if original is None:
+                _renamed(requests, session, "get_adapter", "the sakura_requests fixture")
+            yield session, "get_adapter", self._wrap_get_adapter(requests, original)
+        aiohttp = _optional("aiohttp")
+        if aiohttp is not None:
+            session = aiohttp.ClientSession
+            original = session.__dict__.get("_request")
+            if original is None or "middlewares" not in inspect.signature(original).parameters:
+                _renamed(
+                    aiohttp, session, "_request(middlewares=...)", "the sakura_aiohttp fixture"
+                )
+            yield session, "_request", self._wrap_request(original)
+
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
         """Patch the client classes (and the SDKs' retries) for the block; they are restored
-        even if it raises."""
+        even if it raises.  The front ends opened in the block that no ``track`` took are
+        closed at its end."""
         originals: list[tuple[type, str, Any]] = []
+        failed = True
         try:
             for owner in _sdk_retry_owners():
                 retry = owner.__dict__[_SDK_RETRY]
                 originals.append((owner, _SDK_RETRY, retry))
                 setattr(owner, _SDK_RETRY, _no_retry_after_a_miss(retry))
-            for library in _libraries():
-                for cls in (library.Client, library.AsyncClient):
-                    original = cls.__dict__.get(_HOOK)
-                    if original is None:
-                        raise RuntimeError(
-                            f"patch_clients needs {library.__name__}.{cls.__name__}.{_HOOK}, "
-                            f"which {library.__name__} {library.__version__} does not have: "
-                            "give the client its transport instead (transport=sakura_transport)"
-                        )
-                    originals.append((cls, _HOOK, original))
-                    setattr(cls, _HOOK, self._wrap(library, original))
+            for cls, name, replacement in self._hooks():
+                originals.append((cls, name, cls.__dict__[name]))
+                setattr(cls, name, replacement)
             yield
+            failed = False
         finally:
             for cls, name, original in reversed(originals):
                 setattr(cls, name, original)
+            if self._track is None:
+                for opened in self.opened:
+                    opened.close(failed=failed)
+
+
+def _renamed(library: ModuleType, cls: type, hook: str, instead: str) -> NoReturn:
+    raise RuntimeError(
+        f"patch_clients needs {library.__name__}.{cls.__name__}.{hook}, which "
+        f"{library.__name__} {library.__version__} does not have: give the client its "
+        f"transport instead ({instead})"
+    )
