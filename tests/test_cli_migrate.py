@@ -502,7 +502,7 @@ def test_orphan_and_cassetter_files_are_converted_and_listed(
 
 
 def test_the_cassette_names_are_the_plugins() -> None:
-    from sakura_http.pytest_plugin import _UNSAFE
+    from sakura_http.pytest_plugin._paths import _UNSAFE
 
     assert _migrate._UNSAFE.pattern == _UNSAFE.pattern
 

@@ -39,7 +39,8 @@ from ..llm import (
     llm_transport_options,
     openai_client,
 )
-from . import CassetteFactory, _raised_in, fail_if_unused, marker_cassette
+from ._caught import raised_in
+from ._factory import CassetteFactory, fail_if_unused, marker_cassette
 from ._patch import ClientPatch
 
 if TYPE_CHECKING:
@@ -278,7 +279,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     wrapper = call.excinfo.value
     if isinstance(wrapper, CassetteError):
         return
-    error = next((e for e in _raised_in(wrapper) if isinstance(e, CassetteError)), None)
+    error = next((e for e in raised_in(wrapper) if isinstance(e, CassetteError)), None)
     if error is None:
         return
     first_line = str(error).partition("\n")[0]

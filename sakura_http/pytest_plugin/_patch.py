@@ -55,7 +55,7 @@ from typing import Any, NoReturn
 
 from .._exceptions import CassetteError
 from .._transport import RecordingTransport
-from . import _raised_in
+from ._caught import raised_in
 
 __all__ = ["ClientPatch"]
 
@@ -183,7 +183,7 @@ def _raise_a_miss(response: Any) -> None:
     failure = sys.exc_info()[1]
     if response is not None or failure is None:
         return
-    if any(isinstance(error, CassetteError) for error in _raised_in(failure)):
+    if any(isinstance(error, CassetteError) for error in raised_in(failure)):
         raise failure
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import PROXY_OPTIONS, CassetteFactory, marker_cassette
+from ._factory import PROXY_OPTIONS, CassetteFactory, marker_cassette
 
 if TYPE_CHECKING:
     from ..proxy import Proxy

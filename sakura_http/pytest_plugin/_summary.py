@@ -1,0 +1,111 @@
+"""The end of a run: what each pytest-xdist worker sends the controller, the dead exchanges (see
+`_prune`), and the terminal summary of the cassettes recorded and the exchanges no test played."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._factory import outcome
+from ._paths import common_folders, display
+from ._prune import dead_exchanges, prune_cassette
+from ._state import State
+
+__all__ = ["find_dead_exchanges", "gather_from_worker", "send_to_controller", "summarize"]
+
+_WORKER_OUTPUT_KEY = "sakura_http_recorded"
+_LEDGER_KEY = "sakura_http_played"
+
+
+def send_to_controller(workeroutput: dict[str, Any], state: State) -> None:
+    """pytest-xdist worker: hand what it recorded and played to the controller."""
+    workeroutput[_WORKER_OUTPUT_KEY] = [
+        [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded]
+        for path, entry in state.written.items()
+    ]
+    workeroutput[_LEDGER_KEY] = state.ledger.to_wire()
+
+
+def gather_from_worker(state: State, output: dict[str, Any]) -> None:
+    """pytest-xdist controller: add what a worker sent (`send_to_controller`) to `state`."""
+    for path, folder, appended, rerecorded, discarded in output.get(_WORKER_OUTPUT_KEY, ()):
+        state.note(str(path), str(folder), int(appended), bool(rerecorded), bool(discarded))
+    state.ledger.merge(output.get(_LEDGER_KEY, {}))
+
+
+def find_dead_exchanges(state: State) -> None:
+    """Fill `state.dead`, pruning under --prune when nothing blocks it (see _prune)."""
+    for path, played in sorted(state.ledger.plays.items()):
+        dead = dead_exchanges(path, played)
+        if not dead:
+            continue
+        pruned = 0
+        if state.prune and not state.ledger.blockers:
+            pruned = prune_cassette(path, played)
+        state.dead[display(path, state.rootpath)] = (dead, pruned)
+
+
+def summarize(terminalreporter: Any, state: State) -> None:
+    """The plugin's part of the terminal summary."""
+    _summarize_written(terminalreporter, state)
+    _summarize_dead(terminalreporter, state)
+
+
+def _summarize_written(terminalreporter: Any, state: State) -> None:
+    if not state.written:
+        return
+    terminalreporter.write_sep("=", "sakura-http: cassettes recorded")
+    for path, entry in sorted(state.written.items()):
+        count = f"{entry.appended} exchange{'s' if entry.appended != 1 else ''}"
+        if entry.discarded and not entry.rerecorded:
+            terminalreporter.write_line(
+                f"{path}: re-recording of {count} dropped because its test failed (the old "
+                "file was kept)"
+            )
+        elif entry.rerecorded:
+            terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
+        else:
+            terminalreporter.write_line(f"{path}: {count} appended")
+    folders = sorted({entry.folder for entry in state.written.values()})
+    where = " ".join(common_folders(folders))
+    terminalreporter.write_line(
+        f"Review the changes before committing: git diff {where} "
+        f"(new cassettes: git status {where})"
+    )
+
+
+def _summarize_dead(terminalreporter: Any, state: State) -> None:
+    if not state.dead:
+        return
+    terminalreporter.write_sep("=", "sakura-http: recorded exchanges no test played")
+    for path, (dead, pruned) in sorted(state.dead.items()):
+        count = f"{len(dead)} exchange{'s' if len(dead) != 1 else ''}"
+        if pruned:
+            terminalreporter.write_line(f"{path}: pruned {count} no test played")
+        else:
+            terminalreporter.write_line(f"{path}: {count} no test played")
+        for exchange in dead[:5]:
+            terminalreporter.write_line(
+                f"  {exchange.method} {exchange.url} -> {outcome(exchange)}"
+            )
+        if len(dead) > 5:
+            terminalreporter.write_line(f"  ... and {len(dead) - 5} more")
+    if any(pruned for _, pruned in state.dead.values()):
+        return
+    blockers = state.ledger.blockers
+    if state.prune:
+        shown = "; ".join(blockers[:3]) + (
+            f"; and {len(blockers) - 3} more" if len(blockers) > 3 else ""
+        )
+        terminalreporter.write_line(
+            f"Not pruned: pruning needs a run in which every test ran and passed, and {shown}"
+        )
+    elif blockers:
+        terminalreporter.write_line(
+            "Tests that did not run or pass in this run may play them; once the whole suite "
+            "passes, drop the rest with `pytest --record --prune`"
+        )
+    else:
+        terminalreporter.write_line(
+            "They are left over from earlier recordings (a request that changed since): drop "
+            "them with `pytest --record --prune`, or re-record with `pytest --record-all`"
+        )
