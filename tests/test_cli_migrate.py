@@ -239,6 +239,50 @@ def test_two_sources_for_one_cassette_stop_the_run_naming_both(
     assert snapshot(suite) == before
 
 
+def test_a_vcr_marker_names_extra_cassettes_beside_the_tests_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pytest-recording reads the names a `vcr` marker gives beside the test's own cassette and
+    records into its own one: a name it never wrote keeps the test on its own cassette, and a
+    test playing two cassettes is left on vcr and listed (the plugin reads one per marker)."""
+    write(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider\n",
+            "tests/test_api.py": """\
+                import httpx
+                import pytest
+
+
+                @pytest.mark.vcr("shared.yaml")
+                def test_users():
+                    assert httpx.get("https://api.example.test/users").json() == [{"id": 1}]
+
+
+                @pytest.mark.vcr("common.yaml")
+                def test_both():
+                    assert httpx.get("https://api.example.test/users").json() == [{"id": 1}]
+                    assert httpx.get("https://api.example.test/health").text == "ok"
+                """,
+            "tests/cassettes/test_api/test_users.yaml": vcr_yaml(USERS),  # recorded there
+            "tests/cassettes/test_api/test_both.yaml": vcr_yaml(USERS),
+            "tests/cassettes/test_api/common.yaml": vcr_yaml(HEALTH),
+        },
+    )
+    on_vcrpy = pytest_in(tmp_path, "--record-mode=none", "-p", "no:sakura_http")
+    assert on_vcrpy.returncode == 0, on_vcrpy.stdout + on_vcrpy.stderr
+    result = run(capsys, "migrate", "--write", "--no-run", tmp_path)
+    assert result.code == 0, result.out + result.err
+    tests = (tmp_path / "tests/test_api.py").read_text()
+    # Not cassette("shared.jsonl"), which does not exist.
+    assert "@pytest.mark.cassette(patch_clients=True)\ndef test_users():" in tests, tests
+    assert '@pytest.mark.vcr("common.yaml")\ndef test_both():' in tests
+    assert "tests/test_api.py::test_both: left on vcr" in result.out
+    assert (tmp_path / "tests/fixtures/test_api/test_users.jsonl").is_file()
+    again = pytest_in(tmp_path, "-p", "no:recording", "tests/test_api.py::test_users")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
 def test_a_cassette_convert_refuses_stops_the_run_before_anything_is_written(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -474,11 +474,16 @@ def _transformer_class() -> Any:
                     self.plan.notes.append(
                         f"{where}: record_mode={value!r} dropped (`pytest --record` records)"
                     )
-                named = args[0] or default_args[0]
+                named = default_args[0] or args[0]
+                if args[0] and not default_args[0]:
+                    # pytest-recording reads a vcr marker's names beside the test's own
+                    # cassette and records into its own one: keep the one that holds it.
+                    kept = self._extra_or_own(where, name, self._yaml(args[0][0]))
+                    if kept is None:
+                        return node
+                    named = kept
                 if named:
-                    explicit = str(named[0])
-                    if not Path(explicit).suffix:
-                        explicit += ".yaml"
+                    explicit = self._yaml(named[0])
                     sources.append((self.module.cassettes / explicit, explicit))
             source_of_use = use or wrapped
             if source_of_use is not None:
@@ -523,6 +528,34 @@ def _transformer_class() -> Any:
             if wrapped is not None:
                 node = node.with_changes(body=node.body.with_changes(body=wrapped.body.body))
             return self._cassette_view(node, where)
+
+        @staticmethod
+        def _yaml(name: Any) -> str:
+            text = str(name)
+            return text if Path(text).suffix else text + ".yaml"
+
+        def _extra_or_own(self, where: str, name: str, extra: str) -> list[str] | None:
+            """For ``@pytest.mark.vcr("x.yaml")``: ``[extra]`` when the test plays that
+            cassette, ``[]`` when it plays only its own (pytest-recording wrote there), None
+            (the test left on vcr, with a note) when it plays both."""
+            own = [source for source, _ in self._default_sources(name) if source.is_file()]
+            if not (self.module.cassettes / extra).is_file():
+                if own:
+                    self.plan.notes.append(
+                        f"{where}: its vcr marker names {extra}, which does not exist; "
+                        "pytest-recording recorded the test into its own cassette, which it keeps"
+                    )
+                    return []
+                return [extra]
+            if own:
+                self.plan.notes.append(
+                    f"{where}: left on vcr: it plays {extra} and its own cassette "
+                    f"{self.plan._shown(own[0])} together; sakura-http reads one cassette per "
+                    'marker: merge them into one (@pytest.mark.cassette("name.jsonl")), or open '
+                    "the other with sakura_recording()"
+                )
+                return None
+            return [extra]
 
         def _default_sources(self, name: str) -> list[tuple[Path, str]]:
             base = ".".join([*(c for c, _ in self.classes), name])
