@@ -95,6 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/gzip":
             self._reply(200, gzip.compress(b"hello " * 100, mtime=0), "text/plain",
                         content_encoding="gzip")  # fmt: skip
+        elif path == "/headers":  # each query parameter comes back as a response header
+            self._reply(200, b"headers", "text/plain", **params)
         elif path == "/big":
             self._reply(200, bytes(int(params["size"])), "application/octet-stream")
         elif path == "/broken":  # one chunk of a chunked body, then the connection drops

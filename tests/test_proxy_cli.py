@@ -36,13 +36,22 @@ def upstream() -> Iterator[Upstream]:
 class ProxyProcess:
     """`sakura-http proxy ...` running; `url` and `mode` come from its ready line."""
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        command: str | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        # `command`: the installed script instead of ``python -m sakura_http``.
+        start = [command] if command else [sys.executable, "-m", "sakura_http"]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sakura_http", "proxy", *args],
+            [*start, "proxy", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env={**os.environ, **(env or {})},
             text=True,
+            cwd=cwd,
         )
         assert self.process.stdout is not None
         self.ready = self.process.stdout.readline().rstrip("\n")
@@ -162,6 +171,12 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--shutdown-timeout", "nan"], "shutdown_timeout=nan must be a number of seconds"),
         (["--header-timeout", "0"], "header_timeout=0.0 must be a number of seconds, more than 0"),
         (["--idle-timeout", "-2"], "idle_timeout=-2.0 must be a number of seconds, more than 0"),
+        (["--max-body-bytes", "-1"], "max_body_bytes must be a whole number of bytes, 0 or more"),
+        (["--max-body-bytes", "1e6"], "argument --max-body-bytes: invalid int value: '1e6'"),
+        (["--rules", "json"], "--rules json: give MODULE:NAME"),
+        (["--rules", "json:nothing"], "--rules json:nothing: json has no name 'nothing'"),
+        (["--rules", "json:dumps"], "json.dumps is a function, not a sakura_http.Rules object"),
+        (["--rules", "no_such_rules_mod:R"], "cannot import no_such_rules_mod"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -222,6 +237,7 @@ def test_help_lists_every_flag() -> None:
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
         "--shutdown-timeout", "--header-timeout", "--idle-timeout", "--ignore-header",
+        "--max-body-bytes", "--scrub-response-header", "--llm", "--rules",
     ):  # fmt: skip
         assert flag in out
     from sakura_http.proxy import (
@@ -264,6 +280,87 @@ def test_rules_from_flags(tmp_path: Path, upstream: Upstream) -> None:
     )
     code, err = proxy.stop()
     assert replayed.status_code == live.status_code == 200, err
+
+
+def test_max_body_bytes_from_the_command(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "limit.jsonl"
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
+        "--max-body-bytes", "1000",
+    )  # fmt: skip
+    small = httpx.get(f"{proxy.url}/big?size=1000", timeout=HANG_GUARD)
+    big = httpx.get(f"{proxy.url}/big?size=1001", timeout=HANG_GUARD)
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert small.status_code == 200 and len(small.content) == 1000
+    assert big.status_code == 502 and big.headers["x-sakura-http-error"] == "body-too-large"
+    # The fix names the command's own flag, not serve()'s argument.
+    assert big.text.rstrip("\n").endswith(
+        "response body over 1,000 bytes: sakura-http stores at most 1,000 bytes of a response "
+        "body; restart the proxy with `--max-body-bytes 2000`"
+    )
+    assert urls(cassette) == [f"{upstream.url}/big?size=1000"]
+
+
+def _response_headers(cassette: Path) -> list[dict[str, str]]:
+    lines = cassette.read_text().splitlines()[1:]
+    return [dict(json.loads(line)["response_headers"]) for line in lines]
+
+
+def test_scrub_response_header_and_the_llm_preset(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "llm.jsonl"
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
+        "--scrub-response-header", "x-trace", "--llm",
+    )  # fmt: skip
+    live = httpx.get(
+        f"{proxy.url}/headers?x-trace=t-1&request-id=req_1&x-kept=k", timeout=HANG_GUARD
+    )
+    code, err = proxy.stop()
+    assert code == 0, err
+    # The client gets the live values; the cassette, stable placeholders.
+    assert (live.headers["x-trace"], live.headers["request-id"]) == ("t-1", "req_1")
+    [written] = _response_headers(cassette)
+    assert written["x-trace"] == "<scrubbed>"
+    assert written["request-id"] == "<scrubbed>"  # Rules.llm(): a per-call request id
+    assert written["x-kept"] == "k"
+
+
+def test_rules_loaded_from_a_module(tmp_path: Path, upstream: Upstream) -> None:
+    # The installed command (not python -m), run from the project's folder, as a user does.
+    (tmp_path / "cassette_rules.py").write_text(
+        "from sakura_http import Rules, Scrub\n"
+        'RULES = Rules(ignore_query=["ts"], scrub=[Scrub.regex(r"ada@mail\\.example")])\n'
+    )
+    command = Path(sys.executable).with_name("sakura-http")
+    cassette = tmp_path / "ruled.jsonl"
+    common = (
+        "--upstream",
+        upstream.url,
+        "--rules",
+        "cassette_rules:RULES",
+        "--ignore-header",
+        "x-run",
+    )
+    proxy = ProxyProcess(
+        str(cassette), *common, "--mode", "new_episodes", command=str(command), cwd=tmp_path
+    )
+    live = httpx.get(
+        f"{proxy.url}/v1/items?ts=1&who=ada@mail.example", headers={"x-run": "1"},
+        timeout=HANG_GUARD,
+    )  # fmt: skip
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert urls(cassette) == [f"{upstream.url}/v1/items?ts=1&who=<scrubbed>"]
+
+    proxy = ProxyProcess(str(cassette), *common, command=str(command), cwd=tmp_path)
+    replayed = httpx.get(
+        f"{proxy.url}/v1/items?ts=2&who=ada@mail.example", headers={"x-run": "2"},
+        timeout=HANG_GUARD,
+    )  # fmt: skip
+    code, err = proxy.stop()
+    assert replayed.status_code == live.status_code == 200, err  # ts and x-run: not matched
+    assert len(upstream.requests) == 1
 
 
 def _rerecording_cut_short(

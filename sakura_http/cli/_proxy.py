@@ -7,12 +7,15 @@ the other subcommands start as fast as before and work without the ``proxy`` ext
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
+import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .._rules import Rules, Scrub
 from ._usage import UsageError
 
 __all__ = ["add_proxy_commands"]
@@ -45,6 +48,55 @@ def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def _load_rules(spec: str) -> Rules:
+    """The `Rules` object `spec` ("MODULE:NAME") names.  The current directory comes first on
+    the import path, as it does for ``python -m``, so a project's own module is found."""
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise UsageError(
+            f"--rules {spec}: give MODULE:NAME, the module and the name of a Rules object in "
+            "it, e.g. --rules tests.cassette_rules:RULES"
+        )
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(
+            f"--rules {spec}: cannot import {module_name} ({exc}); run the proxy from the "
+            "folder the module is found from, or set PYTHONPATH"
+        ) from None
+    try:
+        value = getattr(module, name)
+    except AttributeError:
+        raise UsageError(f"--rules {spec}: {module_name} has no name {name!r}") from None
+    if not isinstance(value, Rules):
+        raise UsageError(
+            f"--rules {spec}: {module_name}.{name} is a {type(value).__name__}, not a "
+            "sakura_http.Rules object"
+        )
+    return value
+
+
+def _rules(args: argparse.Namespace) -> Rules:
+    """The rules the flags give: those of ``--rules``, the ``--llm`` preset, then each flag."""
+    rules = Rules(
+        ignore_query=args.ignore_query,
+        ignore_json=args.ignore_json,
+        ignore_headers=args.ignore_header,
+        scrub=[
+            *(Scrub.json(path) for path in args.scrub_json),
+            *(Scrub.regex(pattern) for pattern in args.scrub_regex),
+            *(Scrub.response_header(name) for name in args.scrub_response_header),
+        ],
+    )
+    if args.llm:
+        rules = Rules.llm(rules)
+    if args.rules is not None:
+        rules = _load_rules(args.rules) | rules
+    return rules
+
+
 def _proxy(args: argparse.Namespace) -> int:
     proxy = _import_proxy()
     from .._exceptions import CassetteError
@@ -58,17 +110,7 @@ def _proxy(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
-        from .._rules import Rules, Scrub
-
-        rules = Rules(
-            ignore_query=args.ignore_query,
-            ignore_json=args.ignore_json,
-            ignore_headers=args.ignore_header,
-            scrub=[
-                *(Scrub.json(path) for path in args.scrub_json),
-                *(Scrub.regex(pattern) for pattern in args.scrub_regex),
-            ],
-        )
+        rules = _rules(args)
         proxy.run(
             args.cassette,
             rules=rules,
@@ -83,7 +125,7 @@ def _proxy(args: argparse.Namespace) -> int:
             stream_through=args.stream_through,
             record_timings=args.record_timings,
             replay_latency=args.replay_latency,
-            **_given(args, "shutdown_timeout", "header_timeout", "idle_timeout"),
+            **_given(args, "shutdown_timeout", "header_timeout", "idle_timeout", "max_body_bytes"),
         )
     except proxy.RecordingIncomplete as exc:  # not a usage error: the run itself fell short
         sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
@@ -170,6 +212,7 @@ def add_proxy_commands(
         ("--ignore-header", "NAME", "a request header left out of matching, e.g. x-debug-*"),
         ("--scrub-json", "PATH", 'a JSON body path whose value is written as "<scrubbed>"'),
         ("--scrub-regex", "REGEX", 'a pattern written as "<scrubbed>" in URLs, headers, bodies'),
+        ("--scrub-response-header", "NAME", 'a response header written as "<scrubbed>"'),
     ):
         proxy.add_argument(
             flag,
@@ -179,6 +222,25 @@ def add_proxy_commands(
             metavar=metavar,
             help=f"{what} (repeatable; see Rules in docs/matching.md)",
         )
+    proxy.add_argument(
+        "--llm",
+        action="store_true",
+        help="the Rules.llm() preset: the per-call response headers of LLM APIs (dates, "
+        "request ids, rate limits) written as stable placeholders",
+    )
+    proxy.add_argument(
+        "--rules",
+        metavar="MODULE:NAME",
+        help="a sakura_http.Rules object to load (e.g. tests.cassette_rules:RULES), combined "
+        "with the rule flags; the current directory is on the import path",
+    )
+    proxy.add_argument(
+        "--max-body-bytes",
+        type=int,
+        metavar="N",
+        help="the largest request or response body stored, in bytes (16 MiB); a larger one "
+        "answers 502 body-too-large",
+    )
     proxy.add_argument(
         "--ca-dir", metavar="DIR", help="forward mode: the CA's folder (see `sakura-http ca`)"
     )

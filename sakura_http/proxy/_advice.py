@@ -31,10 +31,7 @@ class CommandAdvice(Advice):
         return f"restart the proxy with `--secret-header {header}`"
 
     def raise_body_limit(self, side: str, limit: int) -> str:
-        return (
-            "the command keeps the default limit; from Python, raise it with "
-            f"sakura_http.proxy.serve(..., max_body_bytes={limit * 2})"
-        )
+        return f"restart the proxy with `--max-body-bytes {limit * 2}`"
 
     def add_record_host(self, host: str) -> str:
         return f"restart the proxy with `--record-host {host}`"
