@@ -240,6 +240,8 @@ def anyio_backend():
 async def test_api(sakura_aiohttp):
     async with sakura_aiohttp.get("{url}/items", params={"page": "1"}) as response:
         assert (await response.json())["path"] == "/items?page=1"
+    async with sakura_aiohttp.get("{url}/sse?n=2") as events:
+        assert len([chunk async for chunk in events.content.iter_any()]) == 2
 
 @pytest.mark.anyio
 @pytest.mark.cassette("api.jsonl")
@@ -249,6 +251,18 @@ async def test_swallowed_miss(sakura_aiohttp):
         await sakura_aiohttp.get("{url}/never")
     except Exception:
         pass
+
+@pytest.mark.anyio
+@pytest.mark.cassette("api.jsonl", assert_all_played=True)
+async def test_unplayed(sakura_aiohttp):
+    async with sakura_aiohttp.get("{url}/items", params={"page": "1"}) as response:
+        await response.read()
+
+@pytest.mark.anyio
+@pytest.mark.cassette("api.jsonl", expect_errors=True)
+async def test_expected_miss(sakura_aiohttp):
+    with pytest.raises(Exception):
+        await sakura_aiohttp.get("{url}/never")
 """
 
 
@@ -262,7 +276,51 @@ def test_the_fixture_records_replays_and_checks_as_sakura_transport(
             "-p", "no:cacheprovider", "--record", "-k", "test_api"
         )
         recorded.assert_outcomes(passed=1)
-    assert len(running.requests) == 1
+        recorded.stdout.fnmatch_lines(
+            [
+                "*= sakura-http: cassettes recorded =*",
+                "tests/fixtures/api.jsonl: 2 exchanges appended",
+                "Review the changes before committing: git diff tests/fixtures*",
+            ]
+        )
+    assert len(running.requests) == 2
     replayed = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    replayed.assert_outcomes(passed=2, errors=1)  # the swallowed miss fails at teardown
-    replayed.stdout.fnmatch_lines(["*the code under test caught 1 sakura-http error(s)*"])
+    replayed.assert_outcomes(passed=4, errors=2)  # the swallowed miss and test_unplayed
+    replayed.stdout.fnmatch_lines(
+        [
+            "*the code under test caught 1 sakura-http error(s)*",
+            "*sakura_http.CassetteMiss: GET http://127.0.0.1:*/never is not in the cassette*",
+            "*1 recorded exchange(s) of *api.jsonl were not played (assert_all_played=True):",
+            "  GET http://127.0.0.1:*/sse?n=2 -> 200",
+        ]
+    )
+    assert "sakura-http: cassettes recorded" not in replayed.stdout.str()
+
+
+UNUSED_TEST = """
+import pytest
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+@pytest.mark.anyio
+async def test_never_used(sakura_aiohttp):
+    pass
+"""
+
+
+def test_the_fixture_fails_a_test_that_never_used_it_without_a_cassette(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    pytester.makepyfile(test_app=UNUSED_TEST)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*sakura_aiohttp: no request went through the sakura_aiohttp session, and its "
+            "cassette *test_never_used.jsonl does not exist*"
+            "(async with sakura_aiohttp.get(...))*patch_clients=True*"
+        ]
+    )

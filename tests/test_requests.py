@@ -397,6 +397,13 @@ def test_the_fixture_records_replays_and_checks_as_sakura_transport(
             "-p", "no:cacheprovider", "--record", "-k", "test_api"
         )
         recorded.assert_outcomes(passed=1)
+        recorded.stdout.fnmatch_lines(
+            [
+                "*= sakura-http: cassettes recorded =*",
+                "tests/fixtures/api.jsonl: 2 exchanges appended",
+                "Review the changes before committing: git diff tests/fixtures*",
+            ]
+        )
         answered = len(running.requests)
     assert answered == 2
     replayed = pytester.runpytest_subprocess("-p", "no:cacheprovider")
@@ -408,3 +415,36 @@ def test_the_fixture_records_replays_and_checks_as_sakura_transport(
             "*sakura_http.CassetteMiss: GET http://127.0.0.1:*/never is not in the cassette*",
         ]
     )
+    assert "sakura-http: cassettes recorded" not in replayed.stdout.str()
+
+
+UNUSED_TEST = """
+import requests
+
+def test_own_session(sakura_requests):
+    assert requests.get("{url}/live", timeout=30).status_code == 200  # not the fixture's
+
+def test_cassette_exists(sakura_requests):
+    pass
+"""
+
+
+def test_the_fixture_fails_a_test_that_never_used_it_without_a_cassette(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makeini("[pytest]\nfilterwarnings = error\n")
+    with start_client_server() as running:
+        pytester.makepyfile(test_app=UNUSED_TEST.replace("{url}", running.url))
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*sakura_requests: no request went through the sakura_requests session, and its "
+            "cassette *test_own_session.jsonl does not exist: the code under test probably sent "
+            "its requests with a session of its own*sakura_requests.get(...)*patch_clients=True*"
+        ]
+    )
+    (pytester.path / "tests" / "fixtures" / "test_app").mkdir(parents=True)
+    (pytester.path / "tests" / "fixtures" / "test_app" / "test_cassette_exists.jsonl").touch()
+    rerun = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "cassette_exists")
+    rerun.assert_outcomes(passed=1)  # the cassette exists: an unused fixture is no error
