@@ -630,3 +630,39 @@ def test_warnings_are_grouped_per_field_path_with_a_count(
     first = data["findings"][0]
     assert (first["count"], first["lines"]) == (30, list(range(2, 32)))
     assert data["warnings"] == 2
+
+
+def test_a_grouped_warning_names_a_scrub_that_covers_every_value(tmp_path: Path) -> None:
+    """A warning standing for many values suggests what keeps them all out: the query
+    parameter or response header they are in, a token's fixed prefix, never a pattern made
+    from the first value's random characters, which would scrub that one value only."""
+
+    def visit(n: int) -> Exchange:
+        token = f"{n:02d}aZ8bY7cX6dW5eV4fU3gT2hS1iR0jQpOnMkL"
+        return items(
+            id=f"v{n}",
+            url=f"https://api.example.test/v1/items?page=2&session={token}",
+            response_headers=(("content-type", "text/plain"), ("x-upstream-trace", token)),
+            response_body=f"your session is sess_{token}".encode(),
+        )
+
+    findings = lint_bytes(cassette_bytes([visit(n) for n in range(3)]), "c.jsonl")
+    advice = {f.field: (f.count, f.message) for f in findings if f.check == "scrub"}
+    assert advice["url"][0] == 3
+    assert 'Rules(scrub=[Scrub.query("session")])' in advice["url"][1]
+    assert advice["response_headers.x-upstream-trace"][0] == 3
+    assert (
+        'Scrub.response_header("x-upstream-trace")'
+        in advice["response_headers.x-upstream-trace"][1]
+    )
+    assert advice["response_body"][0] == 3
+    assert 'Scrub.regex(r"sess_[A-Za-z0-9_-]+")' in advice["response_body"][1]
+
+
+def test_a_credential_query_parameter_is_not_advised_into_secret_headers() -> None:
+    """Recording writes a secret query parameter's value as <redacted>: the advice says to
+    re-record, not to declare a header (there is none)."""
+    leaked = items(url="https://api.example.test/v1/items?page=2&api_key=fake-test-value-9")
+    (finding,) = [f for f in lint_bytes(cassette_bytes([leaked]), "c.jsonl") if f.field == "url"]
+    assert "secret_headers" not in finding.message
+    assert "secret_query_params" in finding.message

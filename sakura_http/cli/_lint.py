@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import unquote_plus
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import orjson
 
@@ -128,10 +128,6 @@ class SecretShape:
     pattern: re.Pattern[str]
     needles: tuple[str, ...] = ()
 
-
-#: Query parameters of signed URLs that carry the credential (Google Cloud Storage V4, AWS
-#: SigV4): recording does not redact them unless they are in `secret_query_params`, so lint
-#: looks for them beside the ones it redacts by default.
 
 # These patterns describe shapes, not values.  They are deliberately a little loose (a warning
 # is cheap to dismiss, a leaked key is not) but anchored so that words such as "task-" or
@@ -419,12 +415,14 @@ def _check_exchange(exchange: Exchange, path: str, line: int) -> tuple[list[Find
                     ("secret", field, shape.name),
                     f"{field} contains what looks like {shape.name} ({mask(secret)})",
                     "",
-                    "if it is real, rotate it and re-record with the credential in secret_headers",
+                    _SECRET_IN_QUERY_ADVICE
+                    if field == "url" and shape.name == _QUERY_SHAPE
+                    else _SECRET_ADVICE,
                     mask(secret),
                 )
             )
         json_body = {"body": exchange.body, "response_body": exchange.response_body}.get(field)
-        for what, value, where, scrub in _scrub_candidates(text, json_body):
+        for what, value, where, scrub in _scrub_candidates(text, json_body, field):
             if any(value in secret or secret in value for secret in secrets):
                 continue  # already a warning as a credential
             hits.append(
@@ -493,10 +491,14 @@ def _strings(value: Any) -> Iterator[tuple[str | None, str]]:
 
 
 def _scrub_candidates(
-    text: str, json_body: bytes | None
+    text: str, json_body: bytes | None, field: str = ""
 ) -> Iterator[tuple[str, str, str | None, str]]:
-    """(what it looks like, the value, its JSON path or None, the `Scrub` that keeps it out)
-    for each e-mail address and long random token of `text`, each value once."""
+    """(what it looks like, the value, where it is or None, the `Scrub` that keeps it out)
+    for each e-mail address and long random token of `text` (the `field` of an exchange),
+    each value once.  Where it is: its JSON path, or the query parameter of the URL holding
+    it.  The warnings of one place are grouped, so the `Scrub` must keep out every value
+    there, not only this one: `Scrub.json(path)`, `Scrub.query(name)`,
+    `Scrub.response_header(name)`, or a pattern from a token's fixed prefix (``sess_``)."""
     pieces: Iterable[tuple[str | None, str]] = [(None, text[:_SCANNED])]
     if json_body:
         with contextlib.suppress(orjson.JSONDecodeError):  # not JSON: scanned as text
@@ -523,13 +525,38 @@ def _scrub_candidates(
             ):
                 continue
             seen.add(value)
+            place = where
+            query = _query_name(text, value) if field == "url" else None
             if where:
                 scrub = f'Scrub.json("{where}")'
+            elif query is not None:
+                place, scrub = f"query parameter {query}", f'Scrub.query("{query}")'
+            elif field.startswith("response_headers."):
+                scrub = f'Scrub.response_header("{field.partition(".")[2]}")'
             elif what == "an e-mail address":
                 scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
             else:
-                scrub = f'Scrub.regex(r"{re.escape(value[:6])}[A-Za-z0-9_-]+")'
-            yield what, value, where, scrub
+                prefix = _TOKEN_PREFIX.match(value)
+                fixed = prefix.group() if prefix else value[:6]
+                scrub = f'Scrub.regex(r"{re.escape(fixed)}[A-Za-z0-9_-]+")'
+            yield what, value, place, scrub
+
+
+_TOKEN_PREFIX = re.compile(r"[A-Za-z]{2,12}[_-]")  # sess_, tok-: the same in every token
+_QUERY_SHAPE = "a credential query parameter"
+_SECRET_ADVICE = "if it is real, rotate it and re-record with the credential in secret_headers"
+_SECRET_IN_QUERY_ADVICE = (
+    "if it is real, rotate it and re-record: recording writes the value of a secret query "
+    "parameter (secret_query_params) as <redacted>"
+)
+
+
+def _query_name(url: str, value: str) -> str | None:
+    """The name of the query parameter of `url` whose value holds `value`, if one does."""
+    for name, held in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if value in held and name:
+            return name
+    return None
 
 
 def _format_finding(exc: CassetteFormatError, check: str) -> Finding:
