@@ -35,6 +35,7 @@ from .._policy import check_body_size
 from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream
 from ._ca import CertificateAuthority
+from ._h2 import is_prior_knowledge
 from ._wire import (
     ERROR_NAMES,
     HOP_BY_HOP,
@@ -276,6 +277,15 @@ class ProxyServer:
                     await wire.answer(400, "bad-request", f"bad request: {problem}\n")
                     await wire.linger()
                 return
+            if is_prior_knowledge(event.method, event.target, event.http_version):
+                text = (
+                    "HTTP/2 is not supported: the recording proxy speaks HTTP/1.1 only. Make "
+                    "the client use HTTP/1.1 (curl: drop --http2-prior-knowledge; httpx: "
+                    "http2=False) and send the request again"
+                )
+                logger.warning("sakura-http proxy: 501 unsupported for %s: %s", wire.peer, text)
+                await wire.refuse_http2(text + "\n")
+                return
             if event.method == b"CONNECT":
                 try:
                     await self._tunnel(wire, event)
@@ -370,6 +380,16 @@ class ProxyServer:
             body = await self._read_body(wire, request)
         except BodyTooLargeError as exc:
             await self._fail(wire, method, str(url), exc)
+            return
+        if _wants_websocket(request):
+            text = (
+                f"{method} {url}: WebSocket is not supported: the recording proxy records "
+                "HTTP exchanges only, and would turn the upgrade into a plain request. Connect "
+                "the WebSocket client to the server itself (in forward mode, add its host to "
+                "NO_PROXY; in reverse mode, give it the server's URL, not the proxy's)"
+            )
+            logger.warning("sakura-http proxy: 501 unsupported: %s", text)
+            await wire.answer(501, "unsupported", text + "\n")
             return
         headers = recorded_headers(request.headers.raw_items(), url.netloc)
         recorded = httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body))
@@ -583,6 +603,14 @@ class ProxyServer:
             return
         origin = httpx.URL(scheme="https", host=host, port=port or 443)
         await self._serve_http(Wire(tls, wire.peer, self._timeouts), origin)
+
+
+def _wants_websocket(request: h11.Request) -> bool:
+    """Whether `request` asks to switch to WebSocket.  Other upgrades (``h2c``) are ignored,
+    as HTTP/1.1 lets a server do: the client gets an ordinary answer and goes on with it."""
+    return any(
+        name == b"upgrade" and b"websocket" in value.lower() for name, value in request.headers
+    )
 
 
 def _body(response: httpx.Response) -> httpx.AsyncByteStream:

@@ -40,6 +40,7 @@ from .._exceptions import (
     RecordingForbidden,
 )
 from .._format import Headers
+from ._h2 import CLIENT_PREFACE_REST, first_stream, refusal
 
 __all__ = [
     "ERROR_NAMES",
@@ -347,12 +348,8 @@ class Wire:
     async def answer(self, status: int, name: str, text: str, *, closing: bool = False) -> None:
         """A short text/plain answer; `closing` says the connection closes after it."""
         body = text.encode("utf-8")
-        headers = [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", str(len(body)).encode()),
-            (b"x-sakura-http-error", name.encode("ascii")),
-            (b"x-should-retry", b"false"),
-        ]
+        headers = _error_headers(name)
+        headers.insert(1, (b"content-length", str(len(body)).encode()))
         if closing or self.h11.their_state is h11.SEND_BODY:
             # Answered before the request body was read (or after bad input): the connection
             # closes after this answer, and says so, or a client could send its next request
@@ -363,6 +360,31 @@ class Wire:
         )
         await self.send(h11.Data(data=body))
         await self.send(h11.EndOfMessage())
+
+    async def refuse_http2(self, text: str) -> None:
+        """Answer a client that opened with the HTTP/2 preface ``PRI * HTTP/2.0`` (h11 read it
+        as a request) in HTTP/2: ``501`` with `text`, the error name ``unsupported``, on the
+        stream of its first request (`_h2`), then close.  Waits up to `header` seconds for
+        that request; without one, the client gets the text in a GOAWAY frame only."""
+        data = self.h11.trailing_data[0]
+        rest = CLIENT_PREFACE_REST
+        stream = first_stream(data)
+        due = anyio.current_time() + self.timeouts.header
+        while stream is None and len(data) < MAX_HEAD_BYTES:
+            if len(data) >= len(rest) and not data.startswith(rest):
+                break  # not HTTP/2 after all: nothing will be understood
+            try:
+                more = await self._receive(due, "sent no HTTP/2 request", cut_off=False)
+            except TimedOut:
+                break
+            if not more:
+                return  # gone
+            data += more
+            stream = first_stream(data)
+        answer = refusal(stream, 501, _error_headers("unsupported"), text.encode("utf-8"))
+        with anyio.move_on_after(self.timeouts.idle), contextlib.suppress(*_CLIENT_GONE):
+            await self.stream.send(answer)
+            await self.linger()
 
     async def bad_input(self, exc: h11.RemoteProtocolError) -> None:
         """Answer input h11 refused (with the status it suggests) and close gently."""
@@ -384,6 +406,15 @@ class Wire:
                 text = f"request timeout: the client {exc}\n"
                 await self.answer(408, "request-timeout", text, closing=True)
                 await self.linger()
+
+
+def _error_headers(name: str) -> list[tuple[bytes, bytes]]:
+    """The headers of every answer the proxy gives on its own, less its length."""
+    return [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"x-sakura-http-error", name.encode("ascii")),
+        (b"x-should-retry", b"false"),
+    ]
 
 
 def peer_name(stream: anyio.abc.ByteStream) -> str:
