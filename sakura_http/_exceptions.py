@@ -15,7 +15,9 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     └── UnsafeExchangeError       recording would put something unsafe on disk
         ├── CredentialHeaderError a credential header was not declared secret (.header)
         ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
-        └── UndecodableBodyError  a body no redaction can search may hold a secret (.reason)
+        ├── UndecodableBodyError  a body no redaction can search may hold a secret (.reason)
+        └── UnwritableExchangeError  the loader would refuse the exchange (a hook's result)
+                                                              (.field, .problem, .hook)
 
 `CassetteError` is not an `httpx.HTTPError` on purpose: code under test that catches
 httpx errors to retry must not swallow a cassette miss.  Every message says what to do next.
@@ -39,6 +41,7 @@ __all__ = [
     "RerecordingInProgress",
     "UndecodableBodyError",
     "UnsafeExchangeError",
+    "UnwritableExchangeError",
     "human_size",
 ]
 
@@ -202,6 +205,37 @@ class UndecodableBodyError(UnsafeExchangeError):
             "request (the server then sends it unencoded), or install the decoder httpx uses "
             "for that encoding"
         )
+
+
+class UnwritableExchangeError(UnsafeExchangeError):
+    """The exchange to be written is one the loader would refuse to read back: a field of the
+    wrong type, chunks that do not add up to the body, timings without chunks, a status that is
+    no HTTP status...  Writing it would leave the cassette unreadable for every later run, so
+    nothing was written.
+
+    `field` names the first field at fault (as `Exchange` names it), `problem` says what the
+    loader says of it, and `hook` names the `before_record` hook that returned the exchange
+    (None when no hook changed it, which would be a bug of sakura-http).
+    """
+
+    def __init__(self, field: str, problem: str, *, hook: str | None = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.hook = hook
+        if hook is None:
+            text = (
+                f"the exchange to write has a field {field!r} the loader would refuse: {problem}. "
+                "Nothing was written. This is a bug of sakura-http: please report it"
+            )
+        else:
+            text = (
+                f"the before_record hook {hook} returned an exchange whose field {field!r} the "
+                f"loader would refuse: {problem}. Nothing was written. Make the hook keep that "
+                "field as the cassette format defines it (change the exchange with "
+                "dataclasses.replace; see docs/cassette-format.md), or return None to skip "
+                "recording the exchange"
+            )
+        super().__init__(text)
 
 
 def human_size(n: int, *, rounded: bool = False) -> str:

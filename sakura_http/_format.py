@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
-from ._exceptions import CassetteFormatError
+from ._exceptions import CassetteFormatError, UnwritableExchangeError
 from ._value import Value
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ __all__ = [
     "header_text",
     "iter_lines",
     "parse_cassette",
+    "read_back",
     "torn_tail",
 ]
 
@@ -541,6 +542,40 @@ def decode_exchange(
         return _exchange(_load_json(line))
     except _Bad as exc:
         raise _line_error(path, number, exc) from None
+
+
+def read_back(exchange: Exchange) -> Exchange:
+    """`exchange` as the loader reads back the line `encode_exchange` writes for it: header
+    names lower-cased, lists made tuples, every field checked by the loader's own rules (the
+    line is encoded and decoded, so no rule is written twice).  For an exchange the recording
+    path did not build itself, such as a `before_record` hook's result.
+
+    Raises `UnwritableExchangeError` for an exchange the loader would refuse (or that cannot be
+    written at all), naming the first field at fault: the one whose value, put in place of a
+    plain exchange's after the fields before it, makes the loader refuse it (`error` is put
+    first, since whether a status is needed depends on it).
+    """
+    try:
+        return _written_and_read(exchange)
+    except _Bad:
+        pass
+    plain = Exchange("GET", "http://sakura-http.invalid/")
+    names = ["error", *(f.name for f in dataclasses.fields(Exchange) if f.name != "error")]
+    for count, name in enumerate(names, 1):
+        partial = dataclasses.replace(plain, **{n: getattr(exchange, n) for n in names[:count]})
+        try:
+            _written_and_read(partial)
+        except _Bad as exc:
+            raise UnwritableExchangeError(name, str(exc)) from None
+    raise AssertionError("the whole exchange was refused, so one of its fields is")
+
+
+def _written_and_read(exchange: Exchange) -> Exchange:
+    try:
+        line = encode_exchange(exchange)
+    except Exception as exc:  # any value a caller may have put in any field
+        raise _Bad(f"it cannot be written as JSON ({type(exc).__name__}: {exc})") from None
+    return _exchange(_load_json(line))
 
 
 #: A line held past this many bytes is looked at for a long string to cut out (CassetteParser).

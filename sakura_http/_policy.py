@@ -31,7 +31,7 @@ import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote, quote_plus, unquote_plus
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
 
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CREDENTIAL_HEADERS",
     "DEFAULT_MAX_BODY_BYTES",
+    "EVERY_ENCODING",
     "NOT_CREDENTIAL_HEADERS",
     "PROVIDER_CREDENTIAL_HEADERS",
     "REDACTED",
@@ -61,6 +62,7 @@ __all__ = [
     "is_credential_header",
     "is_known_credential_header",
     "names_a_secret",
+    "query_secrets",
     "refuse_credentials",
     "secrets_of",
     "shown_header_value",
@@ -352,9 +354,33 @@ def _url_forms(text: str) -> set[str]:
     return forms | {re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), f) for f in forms}
 
 
+#: Characters JSON encoders write as ``\\u00XX`` although JSON does not ask them to: Go's
+#: encoding/json (``&``, ``<``, ``>``, HTML-safe), Gson's HTML-safe mode (also ``=`` and ``'``),
+#: .NET's System.Text.Json (also ``+``, the backtick and the quote).
+_ESCAPED_BY_ENCODERS = ("&<>", "&<>='", "&<>'+`\"")
+_HEX_ESCAPE = re.compile(r"\\u[0-9a-f]{4}")
+
+
 def _json_forms(text: str) -> set[str]:
+    """`text` as JSON encoders write it inside a string: Python's (ASCII-only or not), with
+    ``/`` escaped (PHP and others), with the characters of `_ESCAPED_BY_ENCODERS` escaped, and
+    with upper-case hex digits in the ``\\u`` escapes (Java's and .NET's encoders)."""
     forms = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
-    return forms | {f.replace("/", "\\/") for f in forms}  # PHP and others escape "/"
+    forms |= {f.replace("/", "\\/") for f in forms}
+    for escaped in _ESCAPED_BY_ENCODERS:
+        if any(c in text for c in escaped):
+            forms |= {_u_escaped(f, escaped) for f in forms}
+    if "\\u" in "".join(forms):
+        forms |= {_HEX_ESCAPE.sub(lambda m: "\\u" + m.group()[2:].upper(), f) for f in forms}
+    return forms
+
+
+def _u_escaped(form: str, characters: str) -> str:
+    """`form` (JSON-escaped text) with each of `characters` written as a ``\\u00XX`` escape."""
+    for character in characters:
+        plain = '\\"' if character == '"' else character  # a quote is escaped already
+        form = form.replace(plain, f"\\u{ord(character):04x}")
+    return form
 
 
 def _base64_forms(data: bytes) -> set[str]:
@@ -383,8 +409,22 @@ def _text_forms(secret: str) -> frozenset[str]:
     return frozenset(forms)
 
 
+#: The charset that stands for every encoding a body is searched in (`Redactor.body`).
+EVERY_ENCODING = "*"
+_EVERY_ENCODING = ("utf-8", "latin-1", "utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be")
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),  # (before UTF-16's, which begins it)
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
 def _encodings_of(charset: str | None) -> tuple[str, ...]:
-    """The byte encodings to search a body in: UTF-8, Latin-1 and the declared charset."""
+    """The byte encodings to search a body in: UTF-8, Latin-1 and the declared charset (every
+    one of them for `EVERY_ENCODING`)."""
+    if charset == EVERY_ENCODING:
+        return _EVERY_ENCODING
     names = ["utf-8", "latin-1"]
     if charset:
         try:
@@ -398,8 +438,12 @@ def _encodings_of(charset: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _longest_first(form: str | bytes) -> tuple[int, str | bytes]:
+def _longest_first(form: str) -> tuple[int, str]:
     return -len(form), form
+
+
+def _needle_first(pair: tuple[bytes, bytes]) -> tuple[int, bytes]:
+    return -len(pair[0]), pair[0]
 
 
 class _Needles:
@@ -410,24 +454,36 @@ class _Needles:
     def __init__(self, secrets: frozenset[str]) -> None:
         # Longest first, so a whole "Bearer xyz" is replaced before its "xyz" part.
         self.text = sorted(_forms(secrets), key=_longest_first)
-        self._bytes: dict[str | None, list[bytes]] = {}
+        self._bytes: dict[str | None, list[tuple[bytes, bytes]]] = {}
+        self._lower: list[str] | None = None
 
     def extended(self, secrets: frozenset[str]) -> _Needles:
         """A copy searching for `secrets` too (this one is left as it is: redactors in use by
         other threads keep it)."""
         new = _forms(secrets).difference(self.text)
         copy = object.__new__(_Needles)
+        copy._lower = None
         copy.text = sorted([*self.text, *new], key=_longest_first)  # (two sorted runs: linear)
-        copy._bytes = {
-            charset: sorted([*found, *_encoded(new, charset).difference(found)], key=_longest_first)
-            for charset, found in self._bytes.items()
-        }
+        copy._bytes = {}
+        for charset, found in self._bytes.items():
+            known = {needle for needle, _ in found}
+            added = [pair for pair in _encoded(new, charset).items() if pair[0] not in known]
+            copy._bytes[charset] = sorted([*found, *added], key=_needle_first)
         return copy
 
-    def bytes_for(self, charset: str | None) -> list[bytes]:
+    def lower_text(self) -> list[str]:
+        """The text forms lower-cased, as a header name holding one is written."""
+        if self._lower is None:
+            self._lower = sorted({form.lower() for form in self.text}, key=_longest_first)
+        return self._lower
+
+    def bytes_for(self, charset: str | None) -> list[tuple[bytes, bytes]]:
+        """(needle, marker) for every form in every encoding `charset` asks for (see
+        `_encodings_of`), longest needle first; the marker is `REDACTED` in the needle's
+        encoding, so a UTF-16 body stays UTF-16."""
         found = self._bytes.get(charset)
         if found is None:
-            found = sorted(_encoded(self.text, charset), key=_longest_first)
+            found = sorted(_encoded(self.text, charset).items(), key=_needle_first)
             self._bytes[charset] = found
         return found
 
@@ -442,15 +498,19 @@ def _forms(secrets: Iterable[str]) -> set[str]:
     return forms | {f.encode("utf-8").decode("latin-1") for f in forms if not f.isascii()}
 
 
-def _encoded(forms: Iterable[str], charset: str | None) -> set[bytes]:
-    """`forms` in every encoding a body is searched in (`_encodings_of(charset)`)."""
-    out: set[bytes] = set()
+def _encoded(forms: Iterable[str], charset: str | None) -> dict[bytes, bytes]:
+    """`forms` in every encoding a body is searched in (`_encodings_of(charset)`), each with
+    the marker that replaces it."""
+    out: dict[bytes, bytes] = {}
     for encoding in _encodings_of(charset):
+        marker = REDACTED.encode(encoding)
         for form in forms:
             with contextlib.suppress(UnicodeEncodeError):
-                out.add(form.encode(encoding))
+                out.setdefault(form.encode(encoding), marker)
     return out
 
+
+_BOM_STARTS = frozenset(bom[:2] for bom, _ in _BOMS)
 
 # Needles never searched for: text that is part of the replacement itself.
 _URL_REDACTED = quote(REDACTED, safe="")
@@ -467,6 +527,22 @@ def _replace_all(value: str, needles: Iterable[str], marker: str) -> str:
         if needle in value:
             value = value.replace(needle, marker)
     return value
+
+
+def query_secrets(url: str, names: Collection[str]) -> frozenset[str]:
+    """The values of the query parameters of `url` named in `names` (case-insensitively, as
+    `canonical_url` redacts them): as sent and percent-decoded, those long enough to be searched
+    for, placeholders left out (as `secrets_of` leaves them).  They are written as `<redacted>`
+    in the URL; these are searched for everywhere else."""
+    _, question, rest = url.partition("?")
+    if not question or not names:
+        return frozenset()
+    found = set()
+    for item in rest.partition("#")[0].split("&"):
+        name, equals, value = item.partition("=")
+        if equals and unquote_plus(name).lower() in names:
+            found |= {value, unquote(value), unquote_plus(value)}
+    return frozenset(v for v in found if len(v) >= _MIN_ECHO_LENGTH and not _stands_in(v))
 
 
 def secrets_of(
@@ -549,11 +625,14 @@ class Redactor:
         return _replace_all(value, self._needles.text, _URL_REDACTED)
 
     def body(self, body: bytes, charset: str | None = None) -> bytes:
-        """`body` with every echo replaced, searched in UTF-8, Latin-1 and `charset`."""
+        """`body` with every echo replaced, searched in UTF-8, Latin-1 and `charset` (or, with
+        no charset, the UTF-16 or UTF-32 its byte order mark says; `EVERY_ENCODING`: in all
+        of these)."""
         if self._needles is None or not body:
             return body
-        marker = REDACTED.encode("ascii")
-        for needle in self._needles.bytes_for(charset):
+        if charset is None and body[:2] in _BOM_STARTS:
+            charset = next((name for bom, name in _BOMS if body.startswith(bom)), None)
+        for needle, marker in self._needles.bytes_for(charset):
             if needle in body:
                 body = body.replace(needle, marker)
         return body
@@ -565,12 +644,18 @@ class Redactor:
         if self._needles is None or not body:
             return body
         cut = 0
-        for needle in self._needles.bytes_for(charset):
+        for needle, _ in self._needles.bytes_for(charset):
             for size in range(min(len(needle) - 1, len(body)), cut, -1):
                 if body.endswith(needle[:size]):
                     cut = size
                     break
         return body[: len(body) - cut]
+
+    def name(self, name: str) -> str:
+        """A header name (lower-case) with every echo replaced, whatever its case was."""
+        if self._needles is None:
+            return name
+        return _replace_all(name, self._needles.lower_text(), REDACTED)
 
     def headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Header values with every echo replaced."""

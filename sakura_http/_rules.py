@@ -38,7 +38,6 @@ __all__ = [
     "JsonPath",
     "Rules",
     "Scrub",
-    "apply_hook",
     "scrub_chunked",
     "scrub_written",
     "with_notes",
@@ -774,16 +773,3 @@ def _names(text: str, start: int, key: str, at_end: bool) -> bool:
         if matched >= len(key) or key[matched] != char:
             return False
         matched += 1
-
-
-def apply_hook(rules: Rules, exchange: Exchange) -> Exchange | None:
-    """Run `before_record` (None: do not record)."""
-    if rules.before_record is None:
-        return exchange
-    result = rules.before_record(exchange)
-    if result is not None and not isinstance(result, Exchange):
-        raise ConfigurationError(
-            f"before_record returned {type(result).__name__}; return an Exchange (use "
-            "dataclasses.replace(exchange, ...)) or None to skip recording it"
-        )
-    return result

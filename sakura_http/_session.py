@@ -40,19 +40,18 @@ from ._exceptions import (
 from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
 from ._hosts import HostList
 from ._matching import MatchKey, MatchRules, RequestData, explain_miss
+from ._pipeline import prepare
 from ._policy import (
     BodyDecoder,
     Redactor,
     SecretMemory,
-    charset_of,
     check_body_size,
     check_redactable,
-    drop_secret_headers,
+    query_secrets,
     refuse_credentials,
     secrets_of,
     shown_url,
 )
-from ._rules import apply_hook, scrub_written, with_notes
 
 __all__ = ["CassetteSession", "CassetteUser", "Plan", "ResponseRecorder"]
 
@@ -435,88 +434,44 @@ class CassetteUser:
             host=request.host,
         )
 
-    def redactor(self, request: RequestData) -> Redactor:
-        """The redactor for what is written of `request`: the secrets it carries join the
-        session's, and it searches for every secret the session knows."""
-        own = secrets_of(request.headers, self.config.secret_headers)
+    def redactor(self, request: RequestData, sent_url: str = "") -> Redactor:
+        """The redactor for what is written of `request`: the secrets it carries (its declared
+        secret headers' values, and the values of the secret query parameters of `sent_url`,
+        its URL as sent) join the session's, and it searches for every secret the session
+        knows."""
+        config = self.config
+        own = secrets_of(request.headers, config.secret_headers)
+        if "?" in sent_url:
+            own |= query_secrets(sent_url, config.secret_query_params)
         return self._secrets.learn(own) if own else self._secrets.redactor
 
-    def recorder(self, request: RequestData) -> ResponseRecorder:
-        """Start recording the response to `request` (call once the outer transport answered)."""
+    def recorder(self, request: RequestData, sent_url: str = "") -> ResponseRecorder:
+        """Start recording the response to `request` (before it is sent, or once the outer
+        transport answered).  `sent_url` is its URL as sent, before its secret query
+        parameters were redacted: their values are searched for in everything written."""
+        self.redactor(request, sent_url)  # (its secrets join the session's)
         return ResponseRecorder(self, request)
 
     def fault_exchange(self, request: RequestData, error: BaseException) -> Exchange | None:
-        """The exchange recording a transport error, or None when `record_errors` is off."""
+        """The exchange recording a transport error, or None when `record_errors` is off (or
+        the `before_record` hook declined it)."""
         if not self.config.record_errors:
             return None
-        redactor = self.redactor(request)
-        written = redactor.request(request)
+        fault = FaultInfo(type(error).__name__, str(error))
         return self.finalize(
-            Exchange(
-                method=request.method,
-                url=written.url,
-                headers=drop_secret_headers(written.headers, self.config.secret_headers),
-                body=written.body,
-                status=None,
-                error=FaultInfo(type(error).__name__, redactor.text(str(error))),
-            ),
-            redactor,
+            Exchange(request.method, request.url, request.headers, request.body, None, error=fault)
         )
 
-    def finalize(self, exchange: Exchange, redactor: Redactor) -> Exchange | None:
-        """The exchange as written: the scrubs of `config.rules`, then its `before_record`
-        hook (None: do not record), then the safety rules once more on the hook's result."""
-        if not self._has_rules:
-            return exchange
-        rules = self.config.rules
-        headers = rules.scrub_request_headers(exchange.headers)
-        body, _, notes = scrub_written(rules, headers, exchange.body, part="request body")
-        changes: dict[str, Any] = {
-            "url": rules.scrub_url(exchange.url),
-            "headers": _with_length(headers, len(body), exchange.body),
-            "body": body,
-        }
-        if exchange.status is not None:
-            response_headers = rules.scrub_response_headers(exchange.response_headers)
-            chunks = exchange.chunks or (len(exchange.response_body),)
-            response_body, chunks, cut = scrub_written(
-                rules, response_headers, exchange.response_body, chunks,
-                truncated=exchange.truncated,
-            )  # fmt: skip
-            notes += cut
-            changes["response_headers"] = _with_length(
-                response_headers, len(response_body), exchange.response_body
-            )
-            changes["response_body"] = response_body
-            changes["chunks"] = chunks if len(chunks) > 1 else None
-            if exchange.timings_ms is not None and len(chunks) != len(exchange.timings_ms):
-                changes["timings_ms"] = None
-        if notes:  # what a scrub had to cut, said in the exchange (see docs/cassette-format.md)
-            changes["extra"] = with_notes(exchange.extra, notes)
-        hooked = apply_hook(rules, dataclasses.replace(exchange, **changes))
-        if hooked is None or hooked is exchange:
-            return hooked
-        # The hook cannot put back what the safety rules took out.
-        secrets = self.config.secret_headers
+    def finalize(self, captured: Exchange, decoder: BodyDecoder | None = None) -> Exchange | None:
+        """The exchange to write for `captured`, as the live traffic gave it (None: the
+        `before_record` hook declined it): the write pipeline (`_pipeline.prepare`), searching
+        for every secret the session knows.  `decoder` decoded the response body: one it had to
+        keep encoded is refused while a secret may be in it (`check_redactable`)."""
+        redactor = self._secrets.redactor
         with advised(self.config.advice):
-            refuse_credentials(hooked.headers, secrets, self.config.allow_headers)
-            check_body_size(len(hooked.body), self.config.max_body_bytes, "request")
-            check_body_size(len(hooked.response_body), self.config.max_body_bytes, "response")
-        response_body = redactor.body(hooked.response_body)
-        return dataclasses.replace(
-            hooked,
-            url=redactor.text(hooked.url),
-            headers=drop_secret_headers(hooked.headers, secrets),
-            body=redactor.body(hooked.body),
-            response_headers=redactor.response_headers(hooked.response_headers),
-            response_body=response_body,
-            chunks=hooked.chunks if response_body == hooked.response_body else None,
-            error=(
-                None
-                if hooked.error is None
-                else FaultInfo(hooked.error.type, redactor.text(hooked.error.message))
-            ),
-        )
+            if decoder is not None:
+                check_redactable(decoder, redactor)
+            return prepare(captured, self.config, redactor)
 
     def commit(self, plan: Plan, exchange: Exchange | None, *, wait: bool = True) -> bool:
         """Append `exchange` to the cassette and index it as played (blocking file I/O).
@@ -569,8 +524,6 @@ class ResponseRecorder:
     def __init__(self, user: CassetteUser, request: RequestData) -> None:
         self._user = user
         self._request = request
-        self._secrets = user.config.secret_headers
-        self._redactor = user.redactor(request)
         self._timed = user.config.record_timings
         self._started = time.monotonic()
         self._status = 0
@@ -643,7 +596,8 @@ class ResponseRecorder:
 
     def finish(self, truncated: bool = False) -> Exchange | None:
         """The exchange to commit (None: a `before_record` hook declined it); `truncated` when
-        the caller stopped before the end."""
+        the caller stopped before the end.  The exchange as captured goes through the write
+        pipeline (`CassetteUser.finalize`); `live()` is the exchange as captured."""
         assert self._decoder is not None, "start() first"
         request = self._request
         if not truncated:
@@ -653,67 +607,25 @@ class ResponseRecorder:
             # raw chunks' arrival times were not kept).
             self._chunks = [c for c in self._decoder.raw_chunks if c]
             self._timings = []
-        live_body = b"".join(self._chunks)
-        live_chunks = tuple(map(len, self._chunks))
-        body, chunks = live_body, live_chunks
-        redactor = self._redactor
-        check_redactable(self._decoder, redactor)
-        if redactor:
-            charset = charset_of(self._headers)
-            redacted = redactor.body(body, charset)
-            if truncated:  # the rest of a secret cut short here never arrived to be found
-                redacted = redactor.cut_partial(redacted, charset)
-            if redacted != body:  # sizes changed: chunk boundaries no longer apply exactly
-                body, chunks = redacted, (len(redacted),) if redacted else ()
+        body = b"".join(self._chunks)
+        chunks = tuple(map(len, self._chunks))
         timed = self._timed and len(chunks) > 1 and len(self._timings) == len(chunks)
-        written = redactor.request(request)
-        live_headers = self._stored_headers(len(live_body), truncated)
-        stored_headers = (
-            live_headers
-            if len(body) == len(live_body)
-            else self._stored_headers(len(body), truncated)
-        )
-        stored = new_exchange(
+        captured = new_exchange(
             request.method,
-            written.url,
-            drop_secret_headers(written.headers, self._secrets),
-            written.body,
+            request.url,
+            request.headers,
+            request.body,
             self._status,
-            redactor.response_headers(stored_headers),
+            self._stored_headers(len(body), truncated),
             body,
             chunks if len(chunks) > 1 else None,
             truncated,
             tuple(self._timings) if timed else None,
             self._charset,
         )
-        as_sent = (
-            not timed
-            and body is live_body
-            and stored.url == request.url
-            and stored.headers == request.headers
-            and stored.body == request.body
-            and stored.response_headers == live_headers
-        )
-        # Nothing redacted, dropped or timed (no secret declared, no cookie set): the exchange
-        # as written is the exchange as sent, built once.
-        self._live = (
-            stored
-            if as_sent
-            else new_exchange(
-                request.method,
-                request.url,
-                request.headers,
-                request.body,
-                self._status,
-                live_headers,
-                live_body,
-                live_chunks if len(live_chunks) > 1 else None,
-                truncated,
-                None,
-                self._charset,
-            )
-        )
-        return self._user.finalize(stored, redactor)
+        # The caller's response is not paced by the arrival times (a replay of it would be).
+        self._live = dataclasses.replace(captured, timings_ms=None) if timed else captured
+        return self._user.finalize(captured, self._decoder)
 
     def live(self) -> Exchange:
         """The response as the server sent it (decoded, unredacted): for the caller, never for

@@ -259,7 +259,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         for the tee of a `stream_through` response.
         """
         user = self._user
-        recorder = user.recorder(data)
+        recorder = user.recorder(data, str(request.url))
         try:
             response = yield _Send(request)
         except Exception as exc:
