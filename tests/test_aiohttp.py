@@ -20,6 +20,7 @@ from sakura_http import (
     load_cassette,
 )
 from sakura_http.aiohttp import RecordingMiddleware
+from tests.cli_support import run
 from tests.client_support import (
     COOKIES,
     GZIPPED,
@@ -225,6 +226,40 @@ async def test_options_are_validated_and_a_closed_middleware_refuses(cassette: P
     async with session_on(middleware) as session:
         with pytest.raises(RuntimeError, match="is closed"):
             await session.get("http://api.example.test/")
+
+
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "convert"
+
+
+@pytest.mark.anyio
+async def test_a_vcrpy_cassette_recorded_through_aiohttp_converts_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tweepy's AsyncClient: a POST with a json= body (vcrpy stored the mapping), then a DELETE;
+    # the bodies stored decoded under a stale content-encoding, the bearer token filtered out.
+    cassette = tmp_path / "tweets.jsonl"
+    converted = run(capsys, "convert", SAMPLES / "vcr-tweepy-aiohttp-create.yaml", cassette)
+    assert converted.code == 0, converted.err
+    headers = {
+        "User-Agent": "Python/3.11.7 aiohttp/3.14.5 Tweepy/4.14.0",
+        "Authorization": "Bearer fake-bearer-token-0001",
+    }
+    url = "https://api.twitter.example.test/2/tweets"
+    async with (
+        RecordingMiddleware(cassette, secret_headers=["authorization"]) as middleware,
+        session_on(middleware) as session,
+    ):
+        async with session.post(
+            url, json={"text": "Hello from the cassette"}, headers=headers
+        ) as r:
+            assert (r.status, r.reason) == (201, "Created")
+            created = (await r.json())["data"]
+        assert created["text"] == "Hello from the cassette"
+        async with session.delete(f"{url}/{created['id']}", headers=headers) as r:
+            r.raise_for_status()
+            assert await r.json() == {"data": {"deleted": True}}
+        assert middleware.unplayed() == []
+    assert b"fake-bearer-token" not in cassette.read_bytes()
 
 
 FIXTURE_TEST = """

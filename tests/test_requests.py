@@ -23,6 +23,7 @@ from sakura_http import (
     load_cassette,
 )
 from sakura_http.requests import RecordingAdapter
+from tests.cli_support import run
 from tests.client_support import (
     COOKIES,
     GZIPPED,
@@ -355,6 +356,38 @@ def test_options_are_validated_and_a_closed_adapter_refuses(cassette: Path) -> N
     with pytest.raises(RuntimeError, match="is closed"):
         session.get("http://api.example.test/")
     assert repr(adapter) == f"<RecordingAdapter {str(cassette)!r} mode='none'>"
+
+
+# --- cassettes vcrpy recorded through requests ------------------------------------------------
+
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "convert"
+
+
+def test_a_vcrpy_cassette_recorded_through_requests_converts_and_replays(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tweepy's Client: a GET with query parameters, its gzipped body as urllib3 1 stored it, the
+    # bearer token filtered out by vcrpy and declared secret here as a migrated suite would.
+    cassette = tmp_path / "search.jsonl"
+    converted = run(capsys, "convert", SAMPLES / "vcr-tweepy-requests-search.yaml", cassette)
+    assert converted.code == 0, converted.err
+    adapter = RecordingAdapter(cassette, secret_headers=["authorization"])
+    with session_on(adapter) as session:
+        response = session.get(
+            "https://api.twitter.example.test/2/tweets/search/recent",
+            params={"query": "Tweepy", "max_results": 10, "tweet.fields": "author_id,created_at"},
+            headers={
+                "User-Agent": "Python/3.11.7 Requests/2.34.2 Tweepy/4.14.0",
+                "Authorization": "Bearer fake-bearer-token-0001",
+            },
+        )
+    adapter.close()
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json; charset=utf-8"
+    assert response.json()["data"][0]["text"] == "Tweepy v4.14 is out"
+    assert response.json()["meta"]["result_count"] == 1
+    assert adapter.unplayed() == []
+    assert b"fake-bearer-token" not in cassette.read_bytes()
 
 
 # --- the sakura_requests fixture ------------------------------------------------------------

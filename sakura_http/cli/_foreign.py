@@ -9,7 +9,8 @@ received, nothing decided yet):
   ``response: {status: {code, message}, headers, body: {string}}``.  Variants seen in real
   cassettes are read too: a bare integer ``status``; the old httpx layout
   (``status_code``/``content``); pydantic-ai's serializer (``parsed_body`` instead of a body);
-  and aiohttp request bodies stored as a mapping (encoded as the request's content type says).
+  and aiohttp request bodies stored as a mapping (encoded as the request's content type says),
+  with the ``accept: */*`` aiohttp sent but its vcrpy stub never saw.
 * **cassetter** (format version 1), YAML or TOML: ``body: {type, content}`` (YAML) or
   ``body_type``/``body_content`` (TOML), ``type`` one of none, text, json, binary (hex).
 
@@ -631,9 +632,22 @@ def _source(number: int, interaction: Any, kind: str) -> SourceExchange:
         body = _vcr_request_body(request, headers)
         status = _vcr_status(response)
         response_body = _vcr_response_body(response)
+        if "url" in response:
+            headers = _with_aiohttp_defaults(headers)
     return SourceExchange(
         number, method.upper(), str(uri), headers, body, status, response_headers, response_body
     )
+
+
+def _with_aiohttp_defaults(headers: Headers) -> Headers:
+    """The request headers of an interaction vcrpy's aiohttp stub wrote (the only writer of a
+    response ``url``), with the ``accept: */*`` aiohttp adds to every request unless one is
+    given: the stub stores the headers the caller passed, never aiohttp's own, and a request
+    the aiohttp front end replays has it.  (aiohttp's other defaults, accept-encoding and
+    user-agent, are never compared.)"""
+    if any(name == "accept" for name, _ in headers):
+        return headers
+    return (*headers, ("accept", "*/*"))
 
 
 def _evidence(interaction: Any) -> tuple[str | None, str | None]:
