@@ -666,3 +666,7 @@ def test_a_credential_query_parameter_is_not_advised_into_secret_headers() -> No
     (finding,) = [f for f in lint_bytes(cassette_bytes([leaked]), "c.jsonl") if f.field == "url"]
     assert "secret_headers" not in finding.message
     assert "secret_query_params" in finding.message
+    echoed = items(response_body=b'{"path": "/v1/items?api_key=fake-test-value-9"}')
+    (finding,) = [f for f in lint_bytes(cassette_bytes([echoed]), "c.jsonl") if f.check == "secret"]
+    assert "secret_headers" not in finding.message
+    assert "where the server echoes the request's URL" in finding.message

@@ -415,9 +415,11 @@ def _check_exchange(exchange: Exchange, path: str, line: int) -> tuple[list[Find
                     ("secret", field, shape.name),
                     f"{field} contains what looks like {shape.name} ({mask(secret)})",
                     "",
-                    _SECRET_IN_QUERY_ADVICE
-                    if field == "url" and shape.name == _QUERY_SHAPE
-                    else _SECRET_ADVICE,
+                    _SECRET_ADVICE
+                    if shape.name != _QUERY_SHAPE
+                    else _SECRET_IN_QUERY_ADVICE
+                    if field == "url"
+                    else _SECRET_IN_QUERY_ADVICE + _ECHO_OR_MADE,
                     mask(secret),
                 )
             )
@@ -548,6 +550,10 @@ _SECRET_ADVICE = "if it is real, rotate it and re-record with the credential in 
 _SECRET_IN_QUERY_ADVICE = (
     "if it is real, rotate it and re-record: recording writes the value of a secret query "
     "parameter (secret_query_params) as <redacted>"
+)
+_ECHO_OR_MADE = (
+    ", also where the server echoes the request's URL; a URL the server made (a signed "
+    "download link) needs Rules(scrub=[Scrub.regex(...)]) or Scrub.json(path)"
 )
 
 
