@@ -359,3 +359,40 @@ def test_the_fixture_fails_a_test_that_never_used_it_without_a_cassette(
             "(async with sakura_aiohttp.get(...))*patch_clients=True*"
         ]
     )
+
+
+@pytest.mark.anyio
+async def test_show_diff_and_lint_read_requests_and_aiohttp_cassettes(
+    tmp_path: Path, server: ClientServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import requests
+
+    from sakura_http.requests import RecordingAdapter
+
+    by_requests, by_aiohttp = tmp_path / "requests.jsonl", tmp_path / "aiohttp.jsonl"
+    with RecordingAdapter(by_requests, mode="new_episodes") as adapter, requests.Session() as s:
+        s.mount("http://", adapter)
+        assert s.get(f"{server.url}/status/200", params={"q": "1"}).text == "status"
+        assert s.post(f"{server.url}/status/201", json={"a": 1}).status_code == 201
+    async with opened(by_aiohttp, mode="new_episodes") as (_, session):
+        async with session.get(f"{server.url}/status/200", params={"q": "1"}) as response:
+            assert await response.text() == "status"
+        async with session.post(f"{server.url}/status/201", json={"a": 2}) as response:
+            assert response.status == 201
+
+    for cassette in (by_requests, by_aiohttp):
+        shown = run(capsys, "show", cassette)
+        assert shown.code == 0, shown.err
+        assert "GET" in shown.out and f"{server.url}/status/200?q=1" in shown.out
+        assert "2 exchanges; 1 x 200, 1 x 201" in shown.out
+        linted = run(capsys, "lint", cassette)
+        assert linted.code == 0, linted.out
+        assert "1 file checked: 0 errors, 0 warnings" in linted.out
+    diffed = run(capsys, "diff", by_requests, by_aiohttp)
+    assert diffed.code == 1, diffed.err  # (differences found, as diff(1) says)
+    assert "0 added, 0 removed, 2 changed, 0 unchanged" in diffed.out
+    # The GET differs only in headers each client sets itself: not a changed request.
+    assert f"changed #1 GET {server.url}/status/200?q=1 -> 200\n" in diffed.out
+    assert "request header user-agent: 'python-requests/" in diffed.out
+    assert f"changed #2 POST {server.url}/status/201 -> 201" in diffed.out
+    assert '-  "a": 1' in diffed.out and '+  "a": 2' in diffed.out
