@@ -220,6 +220,8 @@ def test_env_sends_a_subprocess_through_the_proxy(tmp_path: Path) -> None:
         env = proxy.env()
     assert env["HTTPS_PROXY"] == env["http_proxy"] == proxy.url
     assert env["NO_PROXY"] == env["no_proxy"] == ""
+    assert env["HTTP_PROXY"] == env["https_proxy"] == proxy.url  # curl reads http_proxy only
+    assert env["NODE_USE_ENV_PROXY"] == "1"  # Node 24's fetch and https ignore them without it
     assert proxy.ca_cert == tmp_path / "ca" / "sakura-http-ca-cert.pem"
     for name in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"):
         assert env[name] == str(proxy.ca_cert)
@@ -281,3 +283,23 @@ def test_a_tunnel_without_a_tls_handshake_is_closed(tmp_path: Path) -> None:
         while chunk := sock.recv(65536):  # the 200, then the close: no ClientHello came
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+def test_plain_http_inside_a_connect_tunnel_is_served_as_http(tmp_path: Path) -> None:
+    # undici's EnvHttpProxyAgent (Node) opens a CONNECT tunnel for http:// URLs too, and
+    # speaks plain HTTP inside it: the proxy must not insist on a TLS handshake.
+    cassette = tmp_path / "tunnel.jsonl"
+    with (
+        start_upstream() as upstream,
+        serve(cassette, mode="new_episodes", ca_dir=tmp_path / "ca") as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        authority = f"127.0.0.1:{upstream.port}".encode()
+        sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /v1/plain HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % authority)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/v1/plain"]

@@ -299,18 +299,20 @@ class Proxy:
         """Variables for a subprocess (``env={**os.environ, **proxy.env()}``).
 
         Forward mode: ``HTTP_PROXY`` / ``HTTPS_PROXY`` (both cases: curl reads only the
-        lower-case ``http_proxy``) set to `url`, ``NO_PROXY`` cleared so no host bypasses it, and
-        the CA certificate in ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``, ``CURL_CA_BUNDLE`` and
-        ``NODE_EXTRA_CA_CERTS``.  Reverse mode: only ``NO_PROXY`` naming the proxy's host, so a
-        proxy set in the environment is not put in front of it; point the client's base URL at
-        `url`.
+        lower-case ``http_proxy``) set to `url`, ``NO_PROXY`` cleared so no host bypasses it,
+        ``NODE_USE_ENV_PROXY=1`` (without it Node 24's ``fetch`` and ``https`` ignore the proxy
+        variables), and the CA certificate in ``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``,
+        ``CURL_CA_BUNDLE`` and ``NODE_EXTRA_CA_CERTS``.  Reverse mode: only ``NO_PROXY`` (both
+        cases) naming the proxy's host, so a proxy already set in the environment (a corporate
+        ``HTTP_PROXY``) is not put between the client and this one; point the client's base
+        URL at `url`.
         """
         if self.ca_cert is None:
             return {"NO_PROXY": self.host, "no_proxy": self.host}
         env = {
             name: self.url for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
         }
-        env.update(NO_PROXY="", no_proxy="")
+        env.update(NO_PROXY="", no_proxy="", NODE_USE_ENV_PROXY="1")
         for name in (
             "SSL_CERT_FILE",
             "REQUESTS_CA_BUNDLE",

@@ -74,6 +74,10 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
 _BODILESS_STATUSES = frozenset({204, 304})
+# The first byte of a TLS record that starts a handshake: a tunnel that opens otherwise carries
+# plain HTTP.
+_TLS_HANDSHAKE = b"\x16"
+_GONE = (anyio.EndOfStream, anyio.BrokenResourceError, OSError)
 
 
 class _BadRequest(Exception):
@@ -575,11 +579,31 @@ class ProxyServer:
         while not isinstance(await wire.next_event(), h11.EndOfMessage):
             pass
         await wire.send(h11.Response(status_code=200, headers=[], reason=b"Connection established"))
-        context = await anyio.to_thread.run_sync(self.ca.context_for, host)
         buffered, _ = wire.h11.trailing_data
-        stream = Prepended(wire.stream, buffered) if buffered else wire.stream
+        deadline = anyio.current_time() + self._timeouts.header
+        if not buffered:  # the first bytes tell TLS from plain HTTP
+            with anyio.CancelScope(deadline=deadline) as waiting, contextlib.suppress(*_GONE):
+                buffered = await wire.stream.receive()
+            if waiting.cancelled_caught:
+                logger.warning(
+                    "sakura-http proxy: closing the tunnel from %s for %s: no TLS handshake or "
+                    "request within %g s",
+                    wire.peer,
+                    authority,
+                    self._timeouts.header,
+                )
+            if not buffered:
+                return
+        stream = Prepended(wire.stream, buffered)
+        if buffered[:1] != _TLS_HANDSHAKE:
+            # Plain HTTP in the tunnel (undici's EnvHttpProxyAgent tunnels http:// URLs too):
+            # served as the requests for http://host:port a client sends in absolute form.
+            origin = httpx.URL(scheme="http", host=host, port=port or 80)
+            await self._serve_http(Wire(stream, wire.peer, self._timeouts), origin)
+            return
+        context = await anyio.to_thread.run_sync(self.ca.context_for, host)
         try:
-            with anyio.fail_after(self._timeouts.header):
+            with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                 tls = await TLSStream.wrap(
                     stream, server_side=True, ssl_context=context, standard_compatible=False
                 )
