@@ -28,7 +28,7 @@ import pytest
 from anyio.streams.stapled import MultiListener
 
 from sakura_http import CassetteMiss, ConfigurationError, RecordingTransport
-from sakura_http.proxy import RecordingIncomplete, serve, start
+from sakura_http.proxy import HEALTH_PATH, RecordingIncomplete, serve, start
 from sakura_http.proxy._server import ProxyServer
 from sakura_http.proxy._wire import (
     client_headers,
@@ -1044,3 +1044,40 @@ def test_the_public_surface_is_sorted_and_documented() -> None:
         member = getattr(proxy, name)
         if callable(member):
             assert member.__doc__, name
+
+
+# --- the health check -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_the_health_check_is_answered_by_the_proxy_itself(
+    tmp_path: Path, upstream: Upstream, method: str
+) -> None:
+    cassette = tmp_path / "health.jsonl"
+    with serve(cassette, upstream=upstream.url) as proxy, client(proxy.url) as http:  # mode none
+        answer = http.request(method, HEALTH_PATH)
+        with_query = http.get(HEALTH_PATH + "?probe=compose")
+        after = http.get("/v1/missed")  # the connection, and the proxy, serve on
+    assert answer.status_code == with_query.status_code == 200
+    assert answer.headers["content-type"] == "application/json"
+    if method == "GET":
+        assert answer.json() == {"status": "ready", "mode": "none"}
+    else:
+        assert answer.content == b""
+    assert after.status_code == 502 and after.headers["x-sakura-http-error"] == "miss"
+    assert upstream.requests == []  # never forwarded
+    assert len(proxy.raised) == 1  # the miss; the health checks are no misses
+
+
+def test_only_the_exact_health_path_is_the_proxys_own(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "health.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        client(proxy.url) as http,
+    ):
+        assert http.post(HEALTH_PATH, content=b"{}").status_code == 200  # forwarded
+        assert http.get(HEALTH_PATH + "/more").status_code == 200  # forwarded
+    assert [(m, p) for m, p, _ in upstream.requests] == [
+        ("POST", HEALTH_PATH),
+        ("GET", HEALTH_PATH + "/more"),
+    ]

@@ -363,6 +363,22 @@ def test_rules_loaded_from_a_module(tmp_path: Path, upstream: Upstream) -> None:
     assert len(upstream.requests) == 1
 
 
+def test_the_health_check_of_the_command(tmp_path: Path, upstream: Upstream) -> None:
+    # What a compose healthcheck runs: no curl needed in the proxy's image, only Python.
+    proxy = ProxyProcess(str(tmp_path / "h.jsonl"), "--upstream", upstream.url)
+    probe = (
+        "import sys, urllib.request; "
+        "sys.exit(urllib.request.urlopen(sys.argv[1] + '/__sakura-http/health').status != 200)"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-c", probe, proxy.url], capture_output=True, timeout=HANG_GUARD
+    )
+    code, err = proxy.stop()
+    assert checked.returncode == 0, checked.stderr
+    assert code == 0, err
+    assert upstream.requests == []
+
+
 def _rerecording_cut_short(
     tmp_path: Path, upstream: Upstream, shutdown_timeout: float
 ) -> tuple[Path, bytes, ProxyProcess]:

@@ -303,3 +303,28 @@ def test_plain_http_inside_a_connect_tunnel_is_served_as_http(tmp_path: Path) ->
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/v1/plain"]
+
+
+def test_the_health_check_in_forward_mode_and_not_inside_a_tunnel(tmp_path: Path) -> None:
+    cassette = tmp_path / "health.jsonl"
+    with (
+        start_upstream() as upstream,
+        serve(cassette, mode="new_episodes", ca_dir=tmp_path / "ca") as proxy,
+    ):
+        own = httpx.get(f"{proxy.url}/__sakura-http/health", timeout=HANG_GUARD)
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
+            authority = f"127.0.0.1:{upstream.port}".encode()
+            sock.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority))
+            assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+            sock.sendall(
+                b"GET /__sakura-http/health HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                % authority
+            )
+            tunnelled = b""
+            while chunk := sock.recv(65536):
+                tunnelled += chunk
+    assert own.status_code == 200 and own.json() == {"status": "ready", "mode": "new_episodes"}
+    # In a tunnel the path belongs to the host tunnelled to: forwarded and recorded.
+    assert b'"path": "/__sakura-http/health"' in tunnelled
+    assert [path for _, path, _ in upstream.requests] == ["/__sakura-http/health"]
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/__sakura-http/health"]

@@ -39,7 +39,7 @@ from .._hosts import split_host_entry
 from .._session import CassetteSession, CassetteUser
 from ._advice import CommandAdvice, ServeAdvice
 from ._ca import CertificateAuthority, default_ca_dir
-from ._server import ProxyServer
+from ._server import HEALTH_PATH, ProxyServer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_LISTEN",
     "DEFAULT_SHUTDOWN_TIMEOUT",
+    "HEALTH_PATH",
     "CertificateAuthority",
     "CommandAdvice",
     "Proxy",

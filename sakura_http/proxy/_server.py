@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import ssl
 from typing import Any
@@ -57,11 +58,13 @@ from ._wire import (
 
 __all__ = [
     "ERROR_NAMES",
+    "HEALTH_PATH",
     "HOP_BY_HOP",
     "TO_PROXY",
     "ProxyServer",
     "error_name",
     "framing_problem",
+    "is_health_check",
 ]
 
 logger = logging.getLogger("sakura_http.proxy")
@@ -74,6 +77,9 @@ _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
 _BODILESS_STATUSES = frozenset({204, 304})
+#: The proxy's own health check: ``GET`` it on the proxy's address (never forwarded, never
+#: recorded, in either mode) for 200 once the proxy serves, e.g. from a compose ``healthcheck``.
+HEALTH_PATH = "/__sakura-http/health"
 # The first byte of a TLS record that starts a handshake: a tunnel that opens otherwise carries
 # plain HTTP.
 _TLS_HANDSHAKE = b"\x16"
@@ -298,7 +304,10 @@ class ProxyServer:
                 return
             self._in_flight += 1
             try:
-                await self._exchange(wire, event, origin)
+                if origin is None and is_health_check(event):
+                    await self._health(wire, event)
+                else:
+                    await self._exchange(wire, event, origin)
             except h11.RemoteProtocolError as exc:
                 await wire.bad_input(exc)
                 return
@@ -314,6 +323,21 @@ class ProxyServer:
             if self._stopping:
                 return
             wire.h11.start_next_cycle()
+
+    async def _health(self, wire: Wire, request: h11.Request) -> None:
+        """Answer the health check (`HEALTH_PATH`): 200 and the mode, since the proxy serves."""
+        while not isinstance(await wire.next_event(), h11.EndOfMessage):
+            pass  # a body, if any, is read and dropped
+        body = json.dumps({"status": "ready", "mode": self.user.mode.value}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"cache-control", b"no-store"),
+        ]
+        await wire.send(h11.Response(status_code=200, headers=headers, reason=b"OK"))
+        if request.method != b"HEAD":
+            await wire.send(h11.Data(data=body))
+        await wire.send(h11.EndOfMessage())
 
     async def _fail(self, wire: Wire, method: str, url: str, exc: BaseException) -> None:
         """Answer 502 for `exc`, with its name and message, and log it."""
@@ -627,6 +651,12 @@ class ProxyServer:
             return
         origin = httpx.URL(scheme="https", host=host, port=port or 443)
         await self._serve_http(Wire(tls, wire.peer, self._timeouts), origin)
+
+
+def is_health_check(request: h11.Request) -> bool:
+    """Whether `request`, sent to the proxy itself (not in a tunnel), asks for `HEALTH_PATH`."""
+    path = request.target.split(b"?", 1)[0]
+    return request.method in (b"GET", b"HEAD") and path == HEALTH_PATH.encode("ascii")
 
 
 def _wants_websocket(request: h11.Request) -> bool:
