@@ -283,6 +283,47 @@ def test_a_vcr_marker_names_extra_cassettes_beside_the_tests_own(
     assert again.returncode == 0, again.stdout + again.stderr
 
 
+def test_a_plain_vcrpy_module_gets_the_pytest_import_its_markers_need(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A vcrpy suite need not import pytest (`@my_vcr.use_cassette(...)`); the markers the
+    rewrite puts in its place do, so the import is added (it was a NameError at collection)."""
+    write(
+        tmp_path,
+        {
+            "pytest.ini": "[pytest]\naddopts = -p no:cacheprovider\n",
+            "tests/test_plain.py": """\
+                import httpx
+                import vcr
+
+                my_vcr = vcr.VCR(cassette_library_dir="tests/vcr_cassettes")
+
+
+                @my_vcr.use_cassette("users.yaml")
+                def test_users():
+                    assert httpx.get("https://api.example.test/users").json() == [{"id": 1}]
+
+
+                def test_health():
+                    url = "https://api.example.test/health"
+                    with my_vcr.use_cassette("health.yaml"):
+                        assert httpx.get(url).text == "ok"
+                """,
+            "tests/vcr_cassettes/users.yaml": vcr_yaml(USERS),
+            "tests/vcr_cassettes/health.yaml": vcr_yaml(HEALTH),
+        },
+    )
+    result = run(capsys, "migrate", "--write", tmp_path)
+    assert result.code == 0, result.out + result.err
+    assert "summary: 2 passed" in result.out
+    # A use_cassette block that is not the test's whole body stays, and is listed as such.
+    assert "tests/test_plain.py::test_health: with my_vcr.use_cassette(...) left in place" in (
+        result.out
+    )
+    tests = (tmp_path / "tests/test_plain.py").read_text()
+    assert tests.startswith("import httpx\nimport vcr\nimport pytest\n"), tests
+
+
 def test_a_cassette_convert_refuses_stops_the_run_before_anything_is_written(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
