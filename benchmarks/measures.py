@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import resource
@@ -290,6 +291,111 @@ def replay_alternating(
 
         asyncio.run(go())
     return _median_ratio(ratios)
+
+
+def client_alternating(tool: str, client: str, path: str, base: str, count: int) -> dict[str, Any]:
+    """Measure 9 in one process: replaying the GETs of `path` through `client`'s front end
+    (requests: `RecordingAdapter`; aiohttp: `RecordingMiddleware`) against that client's mock
+    library `tool` serving the cassette's first response for every URL (``responses``,
+    ``aioresponses``), in alternating blocks as `replay_alternating` does; every response body
+    is read.  Neither the adapter nor ``responses`` patches what the other uses, so their
+    sessions run side by side; ``aioresponses`` patches every ``ClientSession`` while it is
+    active, so it is started before its block and stopped after it, outside the clock."""
+    import re
+
+    try:
+        peer = importlib.import_module(tool)
+    except ImportError as exc:
+        raise Unavailable(f"{tool} does not import here ({exc})") from None
+    _import_for("sakura-http")
+    status, headers, body = _recorded_response(path)
+    served = dict(headers)
+    served.pop("content-length", None)  # each library sets its own
+    pattern = re.compile(re.escape(base) + r"/items/\d+")
+    urls = [f"{base}/items/{i}" for i in range(count)]
+    ratios: list[float] = []
+    for _ in range(5):  # five passes, each with fresh sessions (a cassette replays once)
+        if client == "requests":
+            ratios.extend(_requests_blocks(peer, path, pattern, status, served, body, urls))
+        else:
+            ratios.extend(
+                asyncio.run(_aiohttp_blocks(peer, path, pattern, status, served, body, urls))
+            )
+    return _median_ratio(ratios)
+
+
+def _requests_blocks(
+    responses: Any, path: str, pattern: Any, status: int, headers: dict[str, str], body: bytes,
+    urls: list[str],
+) -> list[float]:  # fmt: skip
+    import requests
+
+    from sakura_http.requests import RecordingAdapter
+
+    with (
+        RecordingAdapter(path) as adapter,
+        requests.Session() as sakura,
+        requests.Session() as mocked,
+        responses.RequestsMock(assert_all_requests_are_fired=False) as mock,
+    ):
+        sakura.mount("http://", adapter)
+        mock.add("GET", pattern, body=body, status=status, headers=headers)
+        sessions = {"sakura-http": sakura, "floor": mocked}
+        for session in sessions.values():
+            assert session.get(urls[0]).content == body
+        ratios = []
+        for i, block in enumerate(_blocks(urls)):
+            times = {}
+            for tool in sorted(sessions, reverse=i % 2 == 1):
+                started = time.perf_counter()
+                for url in block:
+                    sessions[tool].get(url).content  # noqa: B018  (read, as a test reads it)
+                times[tool] = time.perf_counter() - started
+            ratios.append(times["sakura-http"] / times["floor"])
+        return ratios
+
+
+async def _aiohttp_blocks(
+    aioresponses: Any, path: str, pattern: Any, status: int, headers: dict[str, str],
+    body: bytes, urls: list[str],
+) -> list[float]:  # fmt: skip
+    import aiohttp
+
+    from sakura_http.aiohttp import RecordingMiddleware
+
+    async def get(session: aiohttp.ClientSession, url: str) -> bytes:
+        async with session.get(url) as response:
+            return await response.read()
+
+    @contextlib.contextmanager
+    def serving(tool: str) -> Iterator[None]:
+        if tool == "sakura-http":
+            yield
+            return
+        with aioresponses.aioresponses() as mock:
+            mock.get(pattern, status=status, headers=headers, body=body, repeat=True)
+            yield
+
+    async with (
+        RecordingMiddleware(path) as middleware,
+        aiohttp.ClientSession(middlewares=[middleware]) as sakura,
+        aiohttp.ClientSession() as mocked,
+    ):
+        sessions = {"sakura-http": sakura, "floor": mocked}
+        for tool, session in sessions.items():
+            with serving(tool):
+                assert await get(session, urls[0]) == body
+        ratios = []
+        for i, block in enumerate(_blocks(urls)):
+            times = {}
+            for tool in sorted(sessions, reverse=i % 2 == 1):
+                with serving(tool):
+                    started = time.perf_counter()
+                    for url in block:
+                        await get(sessions[tool], url)
+                    times[tool] = time.perf_counter() - started
+            ratios.append(times["sakura-http"] / times["floor"])
+        return ratios
 
 
 def replay_one(path: str, url: str, count: int) -> dict[str, Any]:
@@ -715,6 +821,7 @@ KINDS: dict[str, Callable[..., dict[str, Any]]] = {
     "replay_one": replay_one,
     "load": load,
     "replay_alternating": replay_alternating,
+    "client_alternating": client_alternating,
     "record_alternating": record_alternating,
     "first_request": first_request,
     "stream_big": stream_big,

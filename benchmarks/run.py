@@ -219,8 +219,9 @@ def _scaled(run: Run, recorded: dict[str, str], n: int, name: str) -> dict[str, 
     return paths
 
 
-def measure_replay(run: Run, recorded: dict[str, str]) -> None:
-    """1. Replay overhead per request against the bare MockTransport, sync and async."""
+def measure_replay(run: Run, recorded: dict[str, str]) -> dict[str, str]:
+    """1. Replay overhead per request against the bare MockTransport, sync and async; returns
+    the replay cassettes (tool -> path)."""
     n = run.sizes.replay_count
     cassettes = _scaled(run, recorded, n, "replay")
     cassettes["floor"] = cassettes["sakura-http"]
@@ -280,6 +281,32 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> None:
         asynchronous=True,
         streamed_floor=True,
     )
+    return cassettes
+
+
+def measure_clients(run: Run, cassettes: dict[str, str]) -> None:
+    """9. Replay through the requests and aiohttp front ends against each client's mock library
+    serving the same response (``responses``, ``aioresponses``), alternating in one process."""
+    n = run.sizes.replay_count
+    for client, front_end, peer in (
+        ("requests", "RecordingAdapter", "responses"),
+        ("aiohttp", "RecordingMiddleware", "aioresponses"),
+    ):
+        spec = {"client": client, "path": cassettes["sakura-http"], "base": run.base, "count": n}
+        result = run.measure("client_alternating", tool=peer, **spec)
+        row = Row(
+            f"9. Replay {n:,} GETs through {client} ({front_end}) vs {peer} serving the same "
+            "response, alternating in one process",
+            target="<= 1.00x",
+        )
+        if result is None:  # the peer does not import: noted by `measure`
+            row.cells["floor"] = f"{peer} not installed"
+        else:
+            row.ratios["sakura-http"] = result["ratio"]
+            row.cells["sakura-http"] = f"{result['ratio']:.2f}x"
+            row.cells["floor"] = f"{peer}, {int(result['blocks']):,} block pairs"
+            row.met = result["ratio"] <= 1.0
+        run.add(row)
 
 
 def _alternating(run: Run, measure: str, limit: float | None, kind: str, **spec: Any) -> None:
@@ -604,13 +631,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="sakura-bench-") as tmp, local_server() as base:
         run = Run(sizes, Path(tmp), base)
         recorded = measure_recording(run)
-        measure_replay(run, recorded)
+        replayed = measure_replay(run, recorded)
         measure_size(run, recorded)
         measure_load(run, recorded)
         measure_streaming(run)
         measure_import(run)
         measure_proxy(run)
         measure_diff(run)
+        measure_clients(run, replayed)
     print()
     print(table(run))
     print()

@@ -32,5 +32,9 @@ def test_quick_benchmark_prints_every_measure(tmp_path: Path) -> None:
     ):  # fmt: skip
         assert f"| {measure}" in out, f"no row for {measure!r}:\n{out}"
     assert "| 7. Replay" in out or "the proxy has not landed" in out
+    for client, peer in (("requests", "responses"), ("aiohttp", "aioresponses")):
+        row = f"| 9. Replay 50 GETs through {client} "
+        assert row in out, f"no row for {row!r}:\n{out}"
+        assert f"{peer}, 5 block pairs" in out or f"{peer} skipped" in out
     # The chart is drawn when matplotlib (the `bench` extra) is there, and said so when not.
     assert f"chart written to {chart}" in out or "no chart: matplotlib is not installed" in out
