@@ -12,6 +12,7 @@ import errno
 import itertools
 import json
 import logging
+import re
 import socket
 import threading
 import time
@@ -1081,3 +1082,49 @@ def test_only_the_exact_health_path_is_the_proxys_own(tmp_path: Path, upstream: 
         ("POST", HEALTH_PATH),
         ("GET", HEALTH_PATH + "/more"),
     ]
+
+
+# --- several upstreams, one path prefix each ---------------------------------------------------
+
+
+def test_named_upstreams_are_served_under_their_prefixes(tmp_path: Path) -> None:
+    cassette = tmp_path / "two.jsonl"
+    paths = ["/api/v1/items?page=2", "/auth/token", "/api", "/api?x=1"]
+    with start_upstream() as api, start_upstream() as auth:
+        upstreams = {"api": api.url, "auth": f"{auth.url}/v2"}
+        with (
+            serve(cassette, upstream=upstreams, mode="new_episodes") as proxy,
+            client(proxy.url) as http,
+        ):
+            assert proxy.upstreams == upstreams and proxy.upstream is None
+            assert proxy.env() == {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+            live = [http.get(path) for path in paths]
+            unknown = http.get("/billing/v1/x")
+        assert [p for _, p, _ in api.requests] == ["/v1/items?page=2", "/", "/?x=1"]
+        assert [p for _, p, _ in auth.requests] == ["/v2/token"]
+    assert [r.status_code for r in live] == [200] * 4
+    assert [line["url"] for line in exchanges(cassette)] == [
+        f"{api.url}/v1/items?page=2", f"{auth.url}/v2/token", f"{api.url}/", f"{api.url}/?x=1",
+    ]  # fmt: skip
+    assert unknown.status_code == 400
+    assert unknown.text.startswith(
+        f"no upstream is named 'billing' (in '/billing/v1/x'): this proxy serves /api/... for "
+        f"{api.url}, /auth/... for {auth.url}/v2;"
+    )
+    # Replayed offline, with the upstreams gone.
+    with serve(cassette, upstream=upstreams) as proxy, client(proxy.url) as http:
+        assert [http.get(path).content for path in paths] == [r.content for r in live]
+
+
+@pytest.mark.parametrize(
+    ("upstream", "message"),
+    [
+        ({}, "upstream={} names no upstream"),
+        ({"a/b": "http://127.0.0.1:9"}, "upstream name 'a/b' must be one path segment"),
+        ({"_x": "http://127.0.0.1:9"}, "upstream name '_x' must be one path segment"),
+        ({"a": "ftp://127.0.0.1"}, "must be an http:// or https:// URL"),
+    ],
+)
+def test_named_upstreams_are_checked(tmp_path: Path, upstream: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        start(tmp_path / "a.jsonl", upstream=upstream)

@@ -173,6 +173,15 @@ def test_an_unreadable_cassette_exits_2_naming_file_and_line(tmp_path: Path) -> 
         (["--idle-timeout", "-2"], "idle_timeout=-2.0 must be a number of seconds, more than 0"),
         (["--max-body-bytes", "-1"], "max_body_bytes must be a whole number of bytes, 0 or more"),
         (["--max-body-bytes", "1e6"], "argument --max-body-bytes: invalid int value: '1e6'"),
+        (
+            ["--upstream", "a=http://127.0.0.1:9", "--upstream", "http://127.0.0.1:8"],
+            "--upstream: to serve several upstreams, name each one",
+        ),
+        (
+            ["--upstream", "a=http://127.0.0.1:9", "--upstream", "a=http://127.0.0.1:8"],
+            "--upstream: the name 'a' is given twice",
+        ),
+        (["--upstream", "a/c=http://127.0.0.1:9"], "upstream='a/c=http://127.0.0.1:9' must be"),
         (["--rules", "json"], "--rules json: give MODULE:NAME"),
         (["--rules", "json:nothing"], "--rules json:nothing: json has no name 'nothing'"),
         (["--rules", "json:dumps"], "json.dumps is a function, not a sakura_http.Rules object"),
@@ -361,6 +370,21 @@ def test_rules_loaded_from_a_module(tmp_path: Path, upstream: Upstream) -> None:
     code, err = proxy.stop()
     assert replayed.status_code == live.status_code == 200, err  # ts and x-run: not matched
     assert len(upstream.requests) == 1
+
+
+def test_several_named_upstreams(tmp_path: Path, upstream: Upstream) -> None:
+    cassette = tmp_path / "named.jsonl"
+    with start_upstream() as other:
+        proxy = ProxyProcess(
+            str(cassette), "--upstream", f"one={upstream.url}", "--upstream", f"two={other.url}",
+            "--mode", "new_episodes",
+        )  # fmt: skip
+        first = httpx.get(f"{proxy.url}/one/v1/a", timeout=HANG_GUARD)
+        second = httpx.get(f"{proxy.url}/two/v1/b", timeout=HANG_GUARD)
+        code, err = proxy.stop()
+    assert code == 0, err
+    assert first.json()["path"] == "/v1/a" and second.json()["path"] == "/v1/b"
+    assert urls(cassette) == [f"{upstream.url}/v1/a", f"{other.url}/v1/b"]
 
 
 def test_the_health_check_of_the_command(tmp_path: Path, upstream: Upstream) -> None:

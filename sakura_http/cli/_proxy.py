@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -21,6 +22,8 @@ from ._usage import UsageError
 __all__ = ["add_proxy_commands"]
 
 _MODES = ("none", "new_episodes", "all")
+# NAME=URL: a name (no ':' or '/', so never a URL's scheme or path) before the first '='.
+_NAMED = re.compile(r"[^:/=]+=")
 
 
 def _import_proxy() -> ModuleType:
@@ -97,6 +100,28 @@ def _rules(args: argparse.Namespace) -> Rules:
     return rules
 
 
+def _upstream(values: list[str] | None) -> str | dict[str, str] | None:
+    """``--upstream URL`` once, or ``--upstream NAME=URL`` once or more (served on /NAME/)."""
+    if not values:
+        return None
+    named = [value for value in values if _NAMED.match(value)]
+    if not named and len(values) == 1:
+        return values[0]
+    if len(named) != len(values):
+        raise UsageError(
+            "--upstream: to serve several upstreams, name each one: --upstream "
+            "api=https://api.example.com --upstream auth=https://auth.example.com (clients "
+            "then send /api/... and /auth/...)"
+        )
+    routes: dict[str, str] = {}
+    for value in values:
+        name, _, url = value.partition("=")
+        if name in routes:
+            raise UsageError(f"--upstream: the name {name!r} is given twice")
+        routes[name] = url
+    return routes
+
+
 def _proxy(args: argparse.Namespace) -> int:
     proxy = _import_proxy()
     from .._exceptions import CassetteError
@@ -117,7 +142,7 @@ def _proxy(args: argparse.Namespace) -> int:
             on_ready=ready,
             mode=args.mode,
             listen=args.listen,
-            upstream=args.upstream,
+            upstream=_upstream(args.upstream),
             secret_headers=args.secret_headers,
             record_hosts=args.record_hosts,
             passthrough_hosts=args.passthrough_hosts,
@@ -178,9 +203,11 @@ def add_proxy_commands(
     )
     proxy.add_argument(
         "--upstream",
-        metavar="URL",
+        action="append",
+        metavar="URL|NAME=URL",
         help="reverse mode: serve requests for this URL (clients use the proxy as base URL); "
-        "without it, a forward proxy for HTTP_PROXY/HTTPS_PROXY clients",
+        "NAME=URL, repeatable: serve several, each under the path prefix /NAME; without it, a "
+        "forward proxy for HTTP_PROXY/HTTPS_PROXY clients",
     )
     proxy.add_argument(
         "--secret-header",

@@ -20,6 +20,7 @@ import contextlib
 import ipaddress
 import logging
 import os
+import re
 import signal
 import ssl
 from collections.abc import Callable, Iterator, Mapping
@@ -92,7 +93,7 @@ class RecordingIncomplete(CassetteError):
 class _ProxyOptions:
     """The proxy's own options (the cassette's are in its `CassetteConfig`)."""
 
-    upstream: str | None = None
+    upstream: str | Mapping[str, str] | None = None
     listen: str = DEFAULT_LISTEN
     ca_dir: str | os.PathLike[str] | None = None
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True
@@ -155,6 +156,27 @@ def _upstream_url(upstream: str) -> httpx.URL:
     return url
 
 
+#: A name in ``upstream={NAME: URL}``: one path segment clients can type as it is.
+_ROUTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._~-]*")
+
+
+def _routes(upstreams: Mapping[str, str]) -> dict[str, httpx.URL]:
+    """Named upstreams, checked: each name one plain path segment, each URL an upstream's."""
+    if not upstreams:
+        raise ConfigurationError(
+            "upstream={} names no upstream; give {NAME: URL, ...}, a URL, or None (forward mode)"
+        )
+    routes = {}
+    for name, url in upstreams.items():
+        if not isinstance(name, str) or not _ROUTE_NAME.fullmatch(name):
+            raise ConfigurationError(
+                f"upstream name {name!r} must be one path segment of letters, digits and . _ ~ "
+                "- (not starting with a symbol): clients send /NAME/path"
+            )
+        routes[name] = _upstream_url(url)
+    return routes
+
+
 def _verify_context(
     verify: ssl.SSLContext | str | os.PathLike[str] | bool,
 ) -> ssl.SSLContext | bool:
@@ -172,6 +194,7 @@ class _Prepared:
     host: str
     port: int
     upstream: httpx.URL | None
+    routes: dict[str, httpx.URL]
     ca: CertificateAuthority | None
     shutdown_timeout: float
 
@@ -197,19 +220,24 @@ def _prepare(
     _check_seconds("header_timeout", own.header_timeout, zero=False)
     _check_seconds("idle_timeout", own.idle_timeout, zero=False)
     host, port = _listen_address(own.listen, cassette)
-    upstream = _upstream_url(own.upstream) if own.upstream is not None else None
-    ca = CertificateAuthority(own.ca_dir) if upstream is None else None
+    upstream = routes = None
+    if isinstance(own.upstream, Mapping):
+        routes = _routes(own.upstream)
+    elif own.upstream is not None:
+        upstream = _upstream_url(own.upstream)
+    ca = CertificateAuthority(own.ca_dir) if upstream is None and not routes else None
     user = CassetteSession.open(cassette, config, can_record=True)  # it has the network
     server = ProxyServer(
         user,
         upstream=upstream,
         ca=ca,
+        routes=routes,
         verify=_verify_context(own.verify),
         shutdown_timeout=own.shutdown_timeout,
         header_timeout=own.header_timeout,
         idle_timeout=own.idle_timeout,
     )
-    return _Prepared(server, user, host, port, upstream, ca, own.shutdown_timeout)
+    return _Prepared(server, user, host, port, upstream, routes or {}, ca, own.shutdown_timeout)
 
 
 def _incomplete(
@@ -263,6 +291,8 @@ class Proxy:
         self.host = prepared.host
         self.url = prepared.url(port)
         self.upstream = str(prepared.upstream) if prepared.upstream is not None else None
+        #: Named upstreams (``upstream={NAME: URL}``): NAME -> URL, served under ``url/NAME``.
+        self.upstreams = {name: str(url) for name, url in prepared.routes.items()}
         self.ca_cert: Path | None = prepared.ca.cert_path if prepared.ca is not None else None
         self._closed = False
 
@@ -362,7 +392,7 @@ class Proxy:
 def start(
     cassette: str | os.PathLike[str],
     *,
-    upstream: str | None = None,
+    upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
@@ -387,7 +417,7 @@ def start(
 def serve(
     cassette: str | os.PathLike[str],
     *,
-    upstream: str | None = None,
+    upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,
@@ -405,9 +435,11 @@ def serve(
     ``SAKURA_HTTP_RECORD`` / ``SAKURA_HTTP_STRICT`` apply unless `environ` says otherwise.
     The proxy's own:
 
-    * `upstream`: reverse mode, the base URL requests are sent to and recorded under; without
-      it the proxy is a forward proxy whose CA lives in `ca_dir` (default: `default_ca_dir()`),
-      created there on first use.
+    * `upstream`: reverse mode, the base URL requests are sent to and recorded under; or
+      several, ``{NAME: URL, ...}``, each served under the path prefix ``/NAME`` (``GET
+      /NAME/v1/x`` is sent to, and recorded as, ``URL/v1/x``; a name is one path segment).
+      Without it the proxy is a forward proxy whose CA lives in `ca_dir` (default:
+      `default_ca_dir()`), created there on first use.
     * `verify`: how upstream TLS is checked: True (the system's CAs, or ``SSL_CERT_FILE``), a
       CA bundle path, an `ssl.SSLContext`, or False.
     * `listen`: ``host:port`` (port 0: a free one); a non-loopback host logs a warning.
@@ -451,7 +483,7 @@ def run(
     cassette: str | os.PathLike[str],
     *,
     on_ready: Callable[[str, RecordMode], None] | None = None,
-    upstream: str | None = None,
+    upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
     ca_dir: str | os.PathLike[str] | None = None,
     verify: ssl.SSLContext | str | os.PathLike[str] | bool = True,

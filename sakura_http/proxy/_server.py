@@ -17,7 +17,9 @@ import contextlib
 import errno
 import json
 import logging
+import re
 import ssl
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -93,12 +95,14 @@ class _BadRequest(Exception):
 class ProxyServer:
     """Serves one cassette session until `stop()`; see the module docstring.
 
-    `upstream` (reverse mode) is the base URL requests are sent and recorded under; None is
-    forward mode, where `ca` intercepts ``CONNECT`` tunnels.  `run()` serves on an anyio event
-    loop; on `stop()` it stops accepting, closes idle connections, lets exchanges in flight
-    finish for up to `shutdown_timeout` seconds (then cancels them, counting the requests cut
-    off in `cancelled`) and returns.  The caller owns `user` and closes it afterwards
-    (``failed=True`` unless `run()` returned normally with nothing `cancelled`).
+    `upstream` (reverse mode) is the base URL requests are sent and recorded under, or
+    `routes` maps names to base URLs, each served under the path prefix ``/NAME``; with
+    neither it is forward mode, where `ca` intercepts ``CONNECT`` tunnels.  `run()` serves
+    on an anyio event loop; on `stop()` it stops accepting, closes idle connections, lets
+    exchanges in flight finish for up to `shutdown_timeout` seconds (then cancels them,
+    counting the requests cut off in `cancelled`) and returns.  The caller owns `user` and
+    closes it afterwards (``failed=True`` unless `run()` returned normally with nothing
+    `cancelled`).
     """
 
     #: How many of the errors it answered with a 502 the proxy keeps in `raised`.
@@ -110,6 +114,7 @@ class ProxyServer:
         *,
         upstream: httpx.URL | None,
         ca: CertificateAuthority | None,
+        routes: Mapping[str, httpx.URL] | None = None,
         verify: ssl.SSLContext | bool,
         shutdown_timeout: float,
         header_timeout: float,
@@ -118,6 +123,8 @@ class ProxyServer:
         self.user = user
         self.config = user.config
         self.upstream = upstream
+        #: Reverse mode for several upstreams: ``/NAME/path`` goes to ``routes[NAME] + /path``.
+        self.routes = dict(routes or {})
         self.ca = ca
         self._verify = verify
         self._shutdown_timeout = shutdown_timeout
@@ -357,13 +364,14 @@ class ProxyServer:
     def _url(self, request: h11.Request, origin: httpx.URL | None) -> httpx.URL:
         target = request.target.decode("ascii")
         absolute = not target.startswith("/")
-        if self.upstream is not None:
+        if self.upstream is not None or self.routes:
             if absolute:
                 raise _BadRequest(
-                    f"this proxy runs in reverse mode (--upstream {self.upstream}): send "
+                    f"this proxy runs in reverse mode ({self._reverse_flags()}): send "
                     f"requests for paths (GET /path), not {target!r}"
                 )
-            return httpx.URL(str(self.upstream).rstrip("/") + target)
+            base, target = self._route(target)
+            return httpx.URL(str(base).rstrip("/") + target)
         if origin is not None and not absolute:
             return httpx.URL(str(origin) + target)
         if not absolute:
@@ -376,6 +384,28 @@ class ProxyServer:
         if url.scheme not in ("http", "https") or not url.host:
             raise _BadRequest(f"cannot proxy {target!r}: only http:// and https:// URLs")
         return url
+
+    def _reverse_flags(self) -> str:
+        if self.upstream is not None:
+            return f"--upstream {self.upstream}"
+        return " ".join(f"--upstream {name}={url}" for name, url in self.routes.items())
+
+    def _route(self, target: str) -> tuple[httpx.URL, str]:
+        """The upstream a path-form `target` goes to, and the target to send it."""
+        if self.upstream is not None:
+            return self.upstream, target
+        match = re.match(r"/([^/?]*)(.*)", target, flags=re.S)
+        assert match is not None  # reverse mode reaches here with "/..." targets only
+        name, rest = match.groups()
+        base = self.routes.get(name)
+        if base is None:
+            served = ", ".join(f"/{n}/... for {url}" for n, url in self.routes.items())
+            raise _BadRequest(
+                f"no upstream is named {name!r} (in {target!r}): this proxy serves {served}; "
+                "send the request under one of these prefixes, or start the proxy with "
+                "another --upstream NAME=URL"
+            )
+        return base, rest if rest.startswith("/") else "/" + rest
 
     async def _read_body(self, wire: Wire, request: h11.Request) -> bytes:
         limit = self.config.max_body_bytes
@@ -591,11 +621,11 @@ class ProxyServer:
     async def _tunnel(self, wire: Wire, request: h11.Request) -> None:
         """Accept a CONNECT, then serve HTTP inside TLS with a certificate for its host."""
         authority = request.target.decode("ascii")
-        if self.upstream is not None or self.ca is None:
+        if self.upstream is not None or self.routes or self.ca is None:
             await wire.answer(
                 400,
                 "bad-request",
-                f"this proxy runs in reverse mode (--upstream {self.upstream}): it does not "
+                f"this proxy runs in reverse mode ({self._reverse_flags()}): it does not "
                 f"open tunnels (CONNECT {authority}); point the client's base URL at it\n",
             )
             return
