@@ -1,13 +1,15 @@
 """Everything that guards the disk: credential refusal, redaction, body limits, content decoding.
 
-These rules run in one place, before anything can reach the cassette file or the matcher:
+These rules hold before anything can reach the cassette file or the matcher (the order in
+which they apply to what is written is the write pipeline's, `_pipeline.prepare`):
 
 * a request carrying a credential header (`is_credential_header`: the known names, provider
   credential headers and credential-shaped names, minus an allow set) that is not declared in
   `secret_headers` is refused with `CredentialHeaderError`;
-* declared secret headers are forwarded but never written, and every value of theirs that is
-  echoed anywhere in what is written (URL, headers, bodies, fault messages), in any of the
-  forms a server plausibly writes it in, is replaced by `<redacted>` (`Redactor`);
+* declared secret headers are forwarded but never written, and every value of theirs (and of
+  the secret query parameters, `query_secrets`) that is echoed anywhere in what is written, in
+  any of the forms a server plausibly writes it in, is replaced by `<redacted>` (`Redactor`);
+  a session searches for every secret any of its requests carried (`SecretMemory`);
 * `set-cookie` and `set-cookie2` response headers are stored as `<redacted>`
   (`REDACTED_RESPONSE_HEADERS`);
 * bodies are capped at `max_body_bytes` (16 MiB by default); reading and decoding stop there;
@@ -58,7 +60,6 @@ __all__ = [
     "charset_of",
     "check_body_size",
     "check_redactable",
-    "drop_secret_headers",
     "is_credential_header",
     "is_known_credential_header",
     "names_a_secret",
@@ -308,13 +309,6 @@ def shown_url(url: str, secret_params: Collection[str] = ()) -> str:
 def _secret_param(name: str, secret_params: Collection[str]) -> bool:
     name = unquote_plus(name).lower()
     return name in secret_params or _credential_by_name(name)
-
-
-def drop_secret_headers(headers: Headers, secret_headers: frozenset[str]) -> Headers:
-    """The request headers as written to disk: declared secrets left out entirely."""
-    if not secret_headers:
-        return headers
-    return tuple((name, value) for name, value in headers if name not in secret_headers)
 
 
 def check_body_size(size: int, limit: int, side: str) -> None:
@@ -660,18 +654,6 @@ class Redactor:
     def headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Header values with every echo replaced."""
         return tuple((name, self.text(value)) for name, value in headers)
-
-    def response_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
-        """Response headers as written: `REDACTED_RESPONSE_HEADERS` (cookies) redacted, echoed
-        secrets replaced."""
-        blank = REDACTED_RESPONSE_HEADERS
-        if self._needles is None:  # nothing to search for: only a cookie to blank out
-            headers = tuple(headers)
-            for name, _ in headers:
-                if name in blank:
-                    return tuple([(n, REDACTED if n in blank else v) for n, v in headers])
-            return headers
-        return tuple([(n, REDACTED if n in blank else self.text(v)) for n, v in headers])
 
     def request(self, request: RequestData) -> RequestData:
         """`request` as matched: URL, headers and body with every echo replaced (declared

@@ -1,11 +1,13 @@
 """One cassette in use in this process: its index, what has been played, what to append.
 
 `CassetteSession` is everything a front end needs apart from moving bytes: the safety checks,
-the index lookup, the decision (from `_core`), building an exchange from a live response, and
-persisting it.  There is one session per cassette file per process: every transport, fixture,
-SDK helper and proxy handler that opens the same real path shares it, through its own
-`CassetteUser` (`CassetteSession.open`), so they share one index, one play counter per match
-key and, in mode "all", one re-recording.  The cassette is finished when its last user closes.
+the index lookup, the decision (from `_core`), capturing an exchange from a live response,
+handing it to the write pipeline (`_pipeline`) and persisting what that gives.  There is one
+session per cassette file per process: every transport, fixture, SDK helper and proxy handler
+that opens the same real path shares it, through its own `CassetteUser`
+(`CassetteSession.open`), so they share one index, one play counter per match key, one memory
+of the secrets their requests carried and, in mode "all", one re-recording.  The cassette is
+finished when its last user closes.
 
 Each user brings its own `CassetteConfig`; the options that shape the shared index and file
 (`CassetteConfig.session_options`) must agree, and secret headers are merged.  Only `commit()`
@@ -514,11 +516,11 @@ class ResponseRecorder:
     """Builds the exchange for one live response as its body arrives.
 
     `start()` takes the status and headers, `feed()` each raw chunk (returning the decoded bytes
-    to deliver, bounded by `max_body_bytes`), `finish()` the exchange to commit: secrets
-    redacted, `set-cookie` blanked, content decoded, chunk sizes (and timings) kept.  `live()`
-    is the same exchange as the server sent it, unredacted, for the caller only: while
-    recording, the code under test gets the live response (so a login flow's cookie jar holds
-    the real session); only what is written is redacted.
+    to deliver, bounded by `max_body_bytes`), `finish()` the exchange to commit: the capture
+    (content decoded, chunk sizes and timings kept) through the write pipeline (secrets
+    redacted, cookies blanked, scrubs, the hook).  `live()` is the capture, unredacted, for the
+    caller only: while recording, the code under test gets the live response (so a login
+    flow's cookie jar holds the real session); only what is written is redacted.
     """
 
     def __init__(self, user: CassetteUser, request: RequestData) -> None:

@@ -189,7 +189,9 @@ class TeeStream:
     `commit(exchange)` (`await acommit(exchange)` when closed by async code) is called once,
     when the stream is closed: with the whole body when the caller read to the end, else with
     what was delivered, marked `truncated` (an early close, or a cancelled async read: both are
-    the caller's choice).  It is not called when reading failed
+    the caller's choice).  The exchange is the recorder's `finish()`: the capture through the
+    write pipeline (`_pipeline`), as for a response read whole; nothing when the `before_record`
+    hook declined it.  It is not called when reading failed
     (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
     called for a response that is never closed: httpx closes it when a `with client.stream(...)`
     block ends, or when a non-streaming request has read the body.
@@ -268,8 +270,19 @@ class TeeStream:
             return None
         return self._recorder.finish(truncated=not self._ended)
 
+    def _refused(self, exc: BaseException) -> None:
+        """The write pipeline refused the exchange: the transport notes it, as it notes its
+        other errors, and the live response is closed all the same."""
+        if self._on_error is not None:
+            self._on_error(exc)
+
     def close(self) -> None:
-        exchange = self._finished()
+        try:
+            exchange = self._finished()
+        except BaseException as exc:
+            self._refused(exc)
+            self._close_outer()
+            raise
         try:
             self._close_outer()
         finally:
@@ -277,7 +290,12 @@ class TeeStream:
                 self._commit(exchange)
 
     async def aclose(self) -> None:
-        exchange = self._finished()
+        try:
+            exchange = self._finished()
+        except BaseException as exc:
+            self._refused(exc)
+            await self._close_outer()
+            raise
         try:
             await self._close_outer()
         finally:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -629,3 +630,50 @@ HOOK_FUZZ = settings(
 @given(edits=hook_edits())
 def test_hook_fuzz_the_cassette_stays_readable(edits: dict[str, Any], stream_through: bool) -> None:
     _hook_fuzz_example(edits, stream_through)
+
+
+class _Body(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """A live body that remembers being closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def __iter__(self) -> Any:
+        yield from (b"one ", b"two")
+
+    async def __aiter__(self) -> Any:
+        for piece in (b"one ", b"two"):
+            yield piece
+
+    def close(self) -> None:
+        self.closed = True
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("flavor", ["sync", "asyncio", "trio"])
+def test_a_stream_through_capture_refused_by_the_pipeline_still_closes_the_response(
+    tmp_path: Path, flavor: str
+) -> None:
+    body = _Body()
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, stream=body))
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        path, outer=outer, mode="new_episodes", stream_through=True,
+        rules=Rules(before_record=lambda e: dataclasses.replace(e, status=0)),
+    )  # fmt: skip
+    with pytest.raises(UnwritableExchangeError, match="'status'"):
+        if flavor == "sync":
+            with httpx.Client(transport=transport) as client:
+                client.get(URL)
+        else:
+
+            async def get() -> None:
+                async with httpx.AsyncClient(transport=transport) as client:
+                    await client.get(URL)
+
+            anyio.run(get, backend=flavor)
+    assert body.closed
+    assert [type(e) for e in transport.raised] == [UnwritableExchangeError]
+    assert not path.exists()
