@@ -342,8 +342,45 @@ def _candidates(name: str, value: str) -> Iterator[str]:
             yield cookie.partition("=")[2]
 
 
+#: What URL builders leave unescaped besides letters, digits and ``-._~``, for a secret in a
+#: URL the client made itself (a redirect's ``location`` echoing it raw): httpx and browsers
+#: (the WHATWG URL standard's query, path and fragment sets), requests (``requote_uri``), and
+#: yarl (aiohttp), with a space as ``+`` in a query.  ``%`` both kept and escaped: builders
+#: keep a ``%`` that begins an escape and differ on one that does not.
+_PRINTABLE = "".join(map(chr, range(0x21, 0x7F)))
+_URL_BUILDER_SAFE = tuple(
+    safe + percent
+    for safe in (
+        "".join(c for c in _PRINTABLE if c not in '"#<>%'),  # WHATWG query
+        "".join(c for c in _PRINTABLE if c not in '"#<>?`{}%'),  # WHATWG path
+        "".join(c for c in _PRINTABLE if c not in '"<>`%'),  # WHATWG fragment
+        "!#$&'()*+,/:;=?@[]~",  # requests
+        "!$&'()*+,;=:@/?",  # yarl
+    )
+    for percent in ("", "%")
+)
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+
+
+def _escaped(text: str, safe: str, space: str) -> str:
+    """`text` with every character outside `safe` and the unreserved ones percent-escaped as
+    UTF-8 (upper-case hex), a space written as `space`."""
+    out = []
+    for char in text:
+        if char in _UNRESERVED or char in safe:
+            out.append(char)
+        elif char == " ":
+            out.append(space)
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
+    return "".join(out)
+
+
 def _url_forms(text: str) -> set[str]:
     forms = {quote(text, safe=""), quote(text), quote_plus(text, safe=""), quote_plus(text)}
+    if not text.isalnum():  # (a token of letters and digits is the same in every form)
+        forms |= {_escaped(text, safe, "%20") for safe in _URL_BUILDER_SAFE}
+        forms |= {_escaped(text, safe, "+") for safe in _URL_BUILDER_SAFE[-2:]}
     # Servers write percent escapes in either case.
     return forms | {re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), f) for f in forms}
 

@@ -882,3 +882,24 @@ def test_placeholders_another_tool_wrote_are_not_secrets(
     assert (
         redactor.text("cf-ray: REDACTED-RAY, req_FILTERED") == "cf-ray: REDACTED-RAY, req_FILTERED"
     )
+
+
+@pytest.mark.parametrize("library", ["httpx", "requests", "yarl"])
+def test_a_secret_in_a_url_a_client_library_escaped_is_redacted(library: str) -> None:
+    # Each library escapes a URL it is given raw (a redirect's location) by its own rules:
+    # httpx by the WHATWG sets (`|`, `^`, `:` kept), requests and yarl keep other characters,
+    # yarl writes a query's space as `+`; none of these is a form `quote` writes.
+    import requests.utils
+    import yarl
+
+    build = {
+        "httpx": lambda url: str(httpx.URL(url)),
+        "requests": requests.utils.requote_uri,
+        "yarl": lambda url: str(yarl.URL(url)),
+    }[library]
+    for secret in ["ab:cd ef|gh12:xy", "pass word@x^{y}`q", "tok:é€xyz12", "a'b c(d)*e;f=g$"]:
+        r = redactor(("x-api-key", secret))
+        url = build(f"https://cb.example.test/p/{secret}/end?t={secret}&u=1#{secret}")
+        assert secret not in url  # escaped by the library
+        written = r.url(url)
+        assert written.count("%3Credacted%3E") == 3, (url, written)

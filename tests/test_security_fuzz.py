@@ -332,3 +332,37 @@ def test_no_token_of_a_long_session_reaches_the_file(
         for where, data in written(path):
             for form in never:
                 assert form not in data, f"{form!r} in {where}"
+
+
+# --- a secret in a URL the client built ---------------------------------------------------------
+# A redirect's `location` echoes a token raw; the client escapes what its own URL parser escapes
+# (httpx, as browsers do: only a space, quotes, `<`, `>` and `#` in a query), so the next hop's
+# URL holds the token in a form no `urllib.parse.quote` call writes: `ab:cd%20ef|gh`.
+
+URL_SECRETS = ["ab:cd ef|gh12:xy", "pass word@host/x^{y}", "100% sure=yes;ok$!", "a'b c(d)*e"]
+
+
+@pytest.mark.parametrize("where", ["query", "path", "fragment"])
+@pytest.mark.parametrize("secret", URL_SECRETS)
+def test_a_secret_in_a_url_the_client_built_is_redacted(
+    tmp_path: Path, secret: str, where: str
+) -> None:
+    location = {"query": "/next?t={}", "path": "/next/{}/end", "fragment": "/next#{}"}[where]
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.host == "api.example.test":
+            return httpx.Response(302, headers={"location": CALLBACK + location.format(secret)})
+        return httpx.Response(200, text="ok")
+
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        path, outer=httpx.MockTransport(handle), mode="new_episodes", secret_headers=["x-api-key"]
+    )
+    with httpx.Client(transport=transport, follow_redirects=True) as client:
+        response = client.get(URL, headers={"x-api-key": secret})
+    assert response.status_code == 200
+    written_url = load_cassette(path).exchanges[1].url
+    assert "%3Credacted%3E" in written_url
+    for where_written, data in written(path):
+        for form in forms(secret) | {str(response.url).encode()}:
+            assert form not in data, f"{form!r} in {where_written}"
