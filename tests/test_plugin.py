@@ -550,6 +550,19 @@ def test_async_miss(sakura_transport, backend):
         async with httpx.AsyncClient(transport=sakura_transport) as client:
             await client.get("http://api.example.invalid/refunds")
     anyio.run(main, backend=backend)
+
+@pytest.mark.cassette("billing.jsonl", patch_clients=True)
+def test_patched_sync_miss():
+    with httpx.Client() as client:
+        client.get("http://api.example.invalid/refunds")
+
+@pytest.mark.cassette("billing.jsonl", patch_clients=True)
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_patched_async_miss(backend):
+    async def main():
+        async with httpx.AsyncClient() as client:
+            await client.get("http://api.example.invalid/refunds")
+    anyio.run(main, backend=backend)
 """
 
 
@@ -571,17 +584,22 @@ def failure_sections(lines: list[str]) -> dict[str, list[str]]:
 def test_a_miss_shows_the_tests_frames_not_the_librarys(project: pytest.Pytester) -> None:
     write_test(project, MISSES)
     result = project.runpytest()  # the default --tb=auto, as users see it
-    result.assert_outcomes(failed=3)
+    result.assert_outcomes(failed=6)
     sections = failure_sections(result.outlines)
     assert set(sections) == {
         "test_sync_miss",
         "test_async_miss[asyncio]",
         "test_async_miss[trio]",
+        # Clients the application builds, under patch_clients: sakura-http's frames hide too.
+        "test_patched_sync_miss",
+        "test_patched_async_miss[asyncio]",
+        "test_patched_async_miss[trio]",
     }
     for name, lines in sections.items():
         text = "\n".join(lines)
-        # No frame of sakura-http's own modules: the transport, the session, the streams.
-        assert "sakura_http/_" not in text and "sakura_http\\_" not in text, (name, text)
+        # No frame of sakura-http's own modules: the transport, the session, the streams, the
+        # patch of the clients the application builds.
+        assert "sakura_http/" not in text and "sakura_http\\" not in text, (name, text)
         assert "def plan(" not in text and "def handle_request(" not in text, name
         # The test's own frame and the miss, named by its public name.
         assert "tests/test_app.py:" in text, name

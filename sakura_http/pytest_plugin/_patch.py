@@ -53,11 +53,15 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any, NoReturn
 
-from .._exceptions import CassetteError
+from .._exceptions import CassetteError, hidden_in_tracebacks
 from .._transport import RecordingTransport
 from ._caught import raised_in
 
 __all__ = ["ClientPatch"]
+
+# A sakura-http error passing through the patched clients' frames is shown under pytest without
+# them, as through the transport's own (`hidden_in_tracebacks`).
+__tracebackhide__ = hidden_in_tracebacks
 
 _HOOK = "_transport_for_url"
 
