@@ -575,6 +575,32 @@ def test_sdk_clients_built_in_tests_are_named(
     assert "test_plain" not in lines[at + 2]
 
 
+def test_requests_and_aiohttp_modules_are_covered_other_clients_are_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """patch_clients covers requests and aiohttp sessions; urllib3 and boto3 need the proxy."""
+    body = """\
+        import pytest
+        import {module}
+
+
+        @pytest.mark.vcr
+        def test_call():
+            pass
+        """
+    write(
+        tmp_path,
+        {
+            "tests/test_req.py": body.format(module="requests"),
+            "tests/test_aio.py": body.format(module="aiohttp"),
+            "tests/test_s3.py": body.format(module="boto3"),
+        },
+    )
+    out = run(capsys, "migrate", tmp_path).out
+    assert "tests/test_s3.py: imports boto3: sakura-http records httpx, httpx2, requests" in out
+    assert "imports requests" not in out and "imports aiohttp" not in out
+
+
 def test_orphan_and_cassetter_files_are_converted_and_listed(
     suite: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,7 +62,8 @@ _SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", "build", "dist"
 _RECORDING_UNSAFE = "<>?%*:|\"'/\\"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._,=+\-\[\]]+")
 _SDK_CLIENT = re.compile(r"\b(?:Async)?(?:Anthropic|OpenAI|AzureOpenAI)\s*\(")
-_OTHER_CLIENTS = re.compile(r"^\s*(?:import|from)\s+(requests|aiohttp|urllib3|boto3)\b", re.M)
+# Clients patch_clients does not cover (it covers httpx, httpx2, requests and aiohttp).
+_OTHER_CLIENTS = re.compile(r"^\s*(?:import|from)\s+(urllib3|boto3)\b", re.M)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 #: vcrpy's match_on names that sakura-http's method and URL cover.
 _URL_MATCHERS = {"method", "scheme", "host", "port", "path", "query", "uri"}
@@ -933,9 +934,9 @@ def plan_migration(root: Path, scratch: Path) -> MigrationPlan:
         other = _OTHER_CLIENTS.search(text)
         if other is not None and new != text:
             plan.notes.append(
-                f"{plan._shown(path)}: imports {other.group(1)}: sakura-http records httpx and "
-                "httpx2 clients; send other clients through the recording proxy (sakura_proxy "
-                "fixture, docs/proxy.md)"
+                f"{plan._shown(path)}: imports {other.group(1)}: sakura-http records httpx, "
+                "httpx2, requests and aiohttp clients in-process; send other clients through "
+                "the recording proxy (sakura_proxy fixture, docs/proxy.md)"
             )
         if new != text:
             plan.edits[path] = (text, new)
