@@ -246,7 +246,7 @@ def test_help_lists_every_flag() -> None:
         "--passthrough-host", "--ca-dir", "--stream-through", "--record-timings",
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
         "--shutdown-timeout", "--header-timeout", "--idle-timeout", "--ignore-header",
-        "--max-body-bytes", "--scrub-response-header", "--llm", "--rules",
+        "--max-body-bytes", "--scrub-response-header", "--llm", "--rules", "--cassette-dir",
     ):  # fmt: skip
         assert flag in out
     from sakura_http.proxy import (
@@ -385,6 +385,23 @@ def test_several_named_upstreams(tmp_path: Path, upstream: Upstream) -> None:
     assert code == 0, err
     assert first.json()["path"] == "/v1/a" and second.json()["path"] == "/v1/b"
     assert urls(cassette) == [f"{upstream.url}/v1/a", f"{other.url}/v1/b"]
+
+
+def test_a_cassette_folder_from_the_command(tmp_path: Path, upstream: Upstream) -> None:
+    folder = tmp_path / "cassettes"
+    proxy = ProxyProcess(
+        "--cassette-dir", str(folder), "--ca-dir", str(tmp_path / "ca"), "--mode", "new_episodes"
+    )
+    assert proxy.cassette == str(folder / "HOST[_PORT].jsonl")
+    with httpx.Client(proxy=proxy.url, timeout=HANG_GUARD) as http:
+        assert http.get(f"{upstream.url}/v1/dir").status_code == 200
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert urls(folder / f"127.0.0.1_{upstream.port}.jsonl") == [f"{upstream.url}/v1/dir"]
+    both = cli("proxy", str(tmp_path / "a.jsonl"), "--cassette-dir", str(folder))
+    neither = cli("proxy", "--upstream", upstream.url)
+    assert both.returncode == neither.returncode == 2
+    assert "not both" in both.stderr and "neither was given" in neither.stderr
 
 
 def test_the_health_check_of_the_command(tmp_path: Path, upstream: Upstream) -> None:

@@ -128,9 +128,13 @@ def _proxy(args: argparse.Namespace) -> int:
 
     _log_to_stderr()
 
+    where = args.cassette
+    if args.cassette_dir is not None:
+        where = os.path.join(args.cassette_dir, "HOST[_PORT].jsonl")
+
     def ready(url: str, mode: Any) -> None:
         sys.stdout.write(
-            f"sakura-http proxy listening on {url} (mode {mode.value}, cassette {args.cassette})\n"
+            f"sakura-http proxy listening on {url} (mode {mode.value}, cassette {where})\n"
         )
         sys.stdout.flush()
 
@@ -138,6 +142,7 @@ def _proxy(args: argparse.Namespace) -> int:
         rules = _rules(args)
         proxy.run(
             args.cassette,
+            cassette_dir=args.cassette_dir,
             rules=rules,
             on_ready=ready,
             mode=args.mode,
@@ -193,7 +198,15 @@ def add_proxy_commands(
         "record what is missing (--mode new_episodes) or re-record it (--mode all). Stops "
         "gracefully on SIGINT or SIGTERM.",
     )
-    proxy.add_argument("cassette", metavar="CASSETTE")
+    proxy.add_argument(
+        "cassette", metavar="CASSETTE", nargs="?", help="the cassette (or give --cassette-dir)"
+    )
+    proxy.add_argument(
+        "--cassette-dir",
+        metavar="DIR",
+        help="forward mode: one cassette per upstream origin, DIR/HOST.jsonl or "
+        "DIR/HOST_PORT.jsonl (a port other than 80 and 443), instead of CASSETTE",
+    )
     proxy.add_argument("--mode", choices=_MODES, default="none", help="record mode (none)")
     proxy.add_argument(
         "--listen",

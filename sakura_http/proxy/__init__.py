@@ -34,12 +34,13 @@ import httpx
 
 from .._config import CassetteConfig, CassetteOptions, resolve_config
 from .._core import RecordMode
-from .._exceptions import CassetteError, ConfigurationError
+from .._exceptions import CassetteError, ConfigurationError, RecordingIncomplete
 from .._format import Exchange
 from .._hosts import split_host_entry
-from .._session import CassetteSession, CassetteUser
+from .._session import CassetteSession
 from ._advice import CommandAdvice, ServeAdvice
 from ._ca import CertificateAuthority, default_ca_dir
+from ._cassettes import CassetteFolder, Cassettes, OneCassette
 from ._server import HEALTH_PATH, ProxyServer
 
 if TYPE_CHECKING:
@@ -74,21 +75,6 @@ DEFAULT_HEADER_TIMEOUT = 30.0
 DEFAULT_IDLE_TIMEOUT = 60.0
 
 
-class RecordingIncomplete(CassetteError):
-    """A re-recording (mode "all") through the proxy did not finish: stopping it cancelled
-    requests in flight (`cancelled` of them), or a second signal stopped it at once.  The
-    fresh recording lacks them, so it is discarded and the old cassette at `path` is kept as
-    it was; the message says how to stop the proxy so the re-recording completes."""
-
-    def __init__(self, path: str, cancelled: int, why: str, fix: str) -> None:
-        self.path = path
-        self.cancelled = cancelled
-        super().__init__(
-            f"{path}: the re-recording (mode all) is incomplete: {why}; the old cassette is "
-            f"kept as it was. Record it again, and {fix}"
-        )
-
-
 @dataclass(frozen=True)
 class _ProxyOptions:
     """The proxy's own options (the cassette's are in its `CassetteConfig`)."""
@@ -100,6 +86,7 @@ class _ProxyOptions:
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT
     header_timeout: float = DEFAULT_HEADER_TIMEOUT
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    cassette_dir: str | os.PathLike[str] | None = None
 
 
 def _listen_address(listen: str, cassette: str | os.PathLike[str]) -> tuple[str, int]:
@@ -190,7 +177,7 @@ class _Prepared:
     """A proxy ready to listen: its server, its address, and its session user."""
 
     server: ProxyServer
-    user: CassetteUser
+    user: Cassettes
     host: str
     port: int
     upstream: httpx.URL | None
@@ -205,7 +192,7 @@ class _Prepared:
 
 def _prepare(
     caller: str,
-    cassette: str | os.PathLike[str],
+    cassette: str | os.PathLike[str] | None,
     own: _ProxyOptions,
     config: CassetteConfig | None,
     options: CassetteOptions,
@@ -213,20 +200,38 @@ def _prepare(
     advice: Callable[[], Any],
 ) -> _Prepared:
     """Check every option, then join the cassette's session (the one place that opens it)."""
+    if (cassette is None) == (own.cassette_dir is None):
+        raise ConfigurationError(
+            "give the proxy one cassette, or a cassette folder (cassette_dir=, --cassette-dir) "
+            "for one cassette per upstream origin: "
+            + ("neither was given" if cassette is None else "not both")
+        )
+    if own.cassette_dir is not None and own.upstream is not None:
+        raise ConfigurationError(
+            "cassette_dir (--cassette-dir) keeps one cassette per upstream origin, which is "
+            "forward mode; in reverse mode (upstream=...) give one cassette instead"
+        )
     if config is None:
         options.setdefault("advice", advice())
     config = resolve_config(caller, config, options, environ)
     _check_seconds("shutdown_timeout", own.shutdown_timeout)
     _check_seconds("header_timeout", own.header_timeout, zero=False)
     _check_seconds("idle_timeout", own.idle_timeout, zero=False)
-    host, port = _listen_address(own.listen, cassette)
+    where = cassette if cassette is not None else f"{own.cassette_dir}/*.jsonl"
+    host, port = _listen_address(own.listen, where)
     upstream = routes = None
     if isinstance(own.upstream, Mapping):
         routes = _routes(own.upstream)
     elif own.upstream is not None:
         upstream = _upstream_url(own.upstream)
     ca = CertificateAuthority(own.ca_dir) if upstream is None and not routes else None
-    user = CassetteSession.open(cassette, config, can_record=True)  # it has the network
+    user: Cassettes
+    if own.cassette_dir is not None:
+        user = CassetteFolder(Path(own.cassette_dir), config)
+    else:
+        assert cassette is not None
+        # The one place that opens the cassette; the proxy has the network.
+        user = OneCassette(CassetteSession.open(cassette, config, can_record=True))
     server = ProxyServer(
         user,
         upstream=upstream,
@@ -298,7 +303,7 @@ class Proxy:
 
     @property
     def path(self) -> str:
-        """The cassette file."""
+        """The cassette file (the folder, with `cassette_dir`)."""
         return str(self._prepared.user.path)
 
     @property
@@ -390,8 +395,9 @@ class Proxy:
 
 
 def start(
-    cassette: str | os.PathLike[str],
+    cassette: str | os.PathLike[str] | None = None,
     *,
+    cassette_dir: str | os.PathLike[str] | None = None,
     upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
     ca_dir: str | os.PathLike[str] | None = None,
@@ -408,15 +414,23 @@ def start(
     Takes the same arguments as `serve()`, which is the same with a ``with`` block.
     """
     own = _ProxyOptions(
-        upstream, listen, ca_dir, verify, shutdown_timeout, header_timeout, idle_timeout
+        upstream,
+        listen,
+        ca_dir,
+        verify,
+        shutdown_timeout,
+        header_timeout,
+        idle_timeout,
+        cassette_dir,
     )
     return Proxy(_prepare("serve()", cassette, own, config, options, environ, ServeAdvice))
 
 
 @contextlib.contextmanager
 def serve(
-    cassette: str | os.PathLike[str],
+    cassette: str | os.PathLike[str] | None = None,
     *,
+    cassette_dir: str | os.PathLike[str] | None = None,
     upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
     ca_dir: str | os.PathLike[str] | None = None,
@@ -435,6 +449,10 @@ def serve(
     ``SAKURA_HTTP_RECORD`` / ``SAKURA_HTTP_STRICT`` apply unless `environ` says otherwise.
     The proxy's own:
 
+    * `cassette_dir`, instead of `cassette` (forward mode only): a folder holding one cassette
+      per upstream origin, ``HOST.jsonl``, or ``HOST_PORT.jsonl`` for a port other than 80 and
+      443; each is its own session, opened at its origin's first request (created only when
+      recording), and closed, in mode "all" replaced, on its own when the proxy stops.
     * `upstream`: reverse mode, the base URL requests are sent to and recorded under; or
       several, ``{NAME: URL, ...}``, each served under the path prefix ``/NAME`` (``GET
       /NAME/v1/x`` is sent to, and recorded as, ``URL/v1/x``; a name is one path segment).
@@ -460,6 +478,7 @@ def serve(
     """
     proxy = start(
         cassette,
+        cassette_dir=cassette_dir,
         upstream=upstream,
         listen=listen,
         ca_dir=ca_dir,
@@ -480,8 +499,9 @@ def serve(
 
 
 def run(
-    cassette: str | os.PathLike[str],
+    cassette: str | os.PathLike[str] | None = None,
     *,
+    cassette_dir: str | os.PathLike[str] | None = None,
     on_ready: Callable[[str, RecordMode], None] | None = None,
     upstream: str | Mapping[str, str] | None = None,
     listen: str = DEFAULT_LISTEN,
@@ -506,7 +526,14 @@ def run(
     re-recording incomplete: the old file is kept and `RecordingIncomplete` is raised.
     """
     own = _ProxyOptions(
-        upstream, listen, ca_dir, verify, shutdown_timeout, header_timeout, idle_timeout
+        upstream,
+        listen,
+        ca_dir,
+        verify,
+        shutdown_timeout,
+        header_timeout,
+        idle_timeout,
+        cassette_dir,
     )
     prepared = _prepare("sakura-http proxy", cassette, own, config, options, environ, CommandAdvice)
     server = prepared.server

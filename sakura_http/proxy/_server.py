@@ -34,10 +34,11 @@ from .._format import Exchange, header_text
 from .._hosts import split_host_entry
 from .._libraries import library_of
 from .._matching import RequestData
-from .._policy import check_body_size
+from .._policy import check_body_size, shown_url
 from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream
 from ._ca import CertificateAuthority
+from ._cassettes import Cassettes
 from ._h2 import is_prior_knowledge
 from ._wire import (
     ERROR_NAMES,
@@ -100,8 +101,8 @@ class ProxyServer:
     neither it is forward mode, where `ca` intercepts ``CONNECT`` tunnels.  `run()` serves
     on an anyio event loop; on `stop()` it stops accepting, closes idle connections, lets
     exchanges in flight finish for up to `shutdown_timeout` seconds (then cancels them,
-    counting the requests cut off in `cancelled`) and returns.  The caller owns `user` and
-    closes it afterwards (``failed=True`` unless `run()` returned normally with nothing
+    counting the requests cut off in `cancelled`) and returns.  The caller owns `cassettes`
+    and closes them afterwards (``failed=True`` unless `run()` returned normally with nothing
     `cancelled`).
     """
 
@@ -110,7 +111,7 @@ class ProxyServer:
 
     def __init__(
         self,
-        user: CassetteUser,
+        cassettes: Cassettes,
         *,
         upstream: httpx.URL | None,
         ca: CertificateAuthority | None,
@@ -120,8 +121,9 @@ class ProxyServer:
         header_timeout: float,
         idle_timeout: float,
     ) -> None:
-        self.user = user
-        self.config = user.config
+        self.cassettes = cassettes
+        self.config = cassettes.config
+        self._passthrough_hosts = self.config.passthrough_host_list
         self.upstream = upstream
         #: Reverse mode for several upstreams: ``/NAME/path`` goes to ``routes[NAME] + /path``.
         self.routes = dict(routes or {})
@@ -335,7 +337,7 @@ class ProxyServer:
         """Answer the health check (`HEALTH_PATH`): 200 and the mode, since the proxy serves."""
         while not isinstance(await wire.next_event(), h11.EndOfMessage):
             pass  # a body, if any, is read and dropped
-        body = json.dumps({"status": "ready", "mode": self.user.mode.value}).encode()
+        body = json.dumps({"status": "ready", "mode": self.cassettes.mode.value}).encode()
         headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(body)).encode()),
@@ -355,7 +357,8 @@ class ProxyServer:
         name = error_name(exc)
         text = str(exc) or type(exc).__name__
         if isinstance(exc, httpx.TransportError):
-            text = f"{method} {url}: the upstream request failed: {type(exc).__name__}: {text}"
+            shown = self._shown(url)
+            text = f"{method} {shown}: the upstream request failed: {type(exc).__name__}: {text}"
         logger.warning("sakura-http proxy: 502 %s: %s", name, text)
         await wire.answer(502, name, text + "\n")
 
@@ -368,7 +371,7 @@ class ProxyServer:
             if absolute:
                 raise _BadRequest(
                     f"this proxy runs in reverse mode ({self._reverse_flags()}): send "
-                    f"requests for paths (GET /path), not {target!r}"
+                    f"requests for paths (GET /path), not {self._shown(target)!r}"
                 )
             base, target = self._route(target)
             return httpx.URL(str(base).rstrip("/") + target)
@@ -378,12 +381,19 @@ class ProxyServer:
             raise _BadRequest(
                 f"this proxy runs in forward mode: send absolute-form requests (GET "
                 f"http://host/path, as clients do with HTTP_PROXY set) or CONNECT, not "
-                f"{target!r}; to stand in for one server, start it with --upstream URL"
+                f"{self._shown(target)!r}; to stand in for one server, start it with --upstream URL"
             )
         url = httpx.URL(target)
         if url.scheme not in ("http", "https") or not url.host:
-            raise _BadRequest(f"cannot proxy {target!r}: only http:// and https:// URLs")
+            raise _BadRequest(
+                f"cannot proxy {self._shown(target)!r}: only http:// and https:// URLs"
+            )
         return url
+
+    def _shown(self, url: str) -> str:
+        """`url` (or a request target) as the proxy's answers and logs print it: secret query
+        values as their length (`shown_url`), since both reach CI logs."""
+        return shown_url(url, self.config.secret_query_params)
 
     def _reverse_flags(self) -> str:
         if self.upstream is not None:
@@ -401,7 +411,8 @@ class ProxyServer:
         if base is None:
             served = ", ".join(f"/{n}/... for {url}" for n, url in self.routes.items())
             raise _BadRequest(
-                f"no upstream is named {name!r} (in {target!r}): this proxy serves {served}; "
+                f"no upstream is named {name!r} (in {self._shown(target)!r}): this proxy serves "
+                f"{served}; "
                 "send the request under one of these prefixes, or start the proxy with "
                 "another --upstream NAME=URL"
             )
@@ -431,7 +442,8 @@ class ProxyServer:
         try:
             url = self._url(request, origin)
         except (_BadRequest, httpx.InvalidURL) as exc:
-            logger.warning("sakura-http proxy: 400 for %s %s: %s", method, target, exc)
+            shown = self._shown(target)
+            logger.warning("sakura-http proxy: 400 for %s %s: %s", method, shown, exc)
             await wire.answer(400, "bad-request", f"{exc}\n")
             return
         try:
@@ -461,20 +473,21 @@ class ProxyServer:
             extensions={"timeout": _UPSTREAM_TIMEOUT},
         )
         head = method == "HEAD"
-        if self.user.is_passthrough(*library.host_port(recorded)):
+        if library.host_port(recorded) in self._passthrough_hosts:
             await self._passthrough(wire, forward, head)
             return
         data = library.request_data(recorded, self.config.secret_query_params)
         try:
-            self.user.check_request(data)
-            plan = self.user.plan(data)
+            user = self.cassettes.user_for(url)
+            user.check_request(data)
+            plan = user.plan(data)
         except CassetteError as exc:
             await self._fail(wire, method, data.url, exc)
             return
         if plan.exchange is not None:
             await self._replay(wire, plan.exchange, head)
             return
-        await self._record(wire, data, plan, forward, head)
+        await self._record(wire, user, data, plan, forward, head)
 
     async def _replay(self, wire: Wire, exchange: Exchange, head: bool) -> None:
         if exchange.error is not None:
@@ -537,11 +550,16 @@ class ProxyServer:
             await response.aclose()
 
     async def _record(
-        self, wire: Wire, data: RequestData, plan: Plan, request: httpx.Request, head: bool
+        self,
+        wire: Wire,
+        user: CassetteUser,
+        data: RequestData,
+        plan: Plan,
+        request: httpx.Request,
+        head: bool,
     ) -> None:
         """Forward `request` (`data` as recorded), record the answer and replay it, or tee it
         to the client as it arrives (`stream_through`)."""
-        user = self.user
         recorder = user.recorder(data, str(request.url))
         method, url = request.method, str(request.url)
         try:
@@ -555,7 +573,7 @@ class ProxyServer:
         raw_headers, charset = header_text(response.headers.raw)
         recorder.start(response.status_code, raw_headers, charset)
         if self.config.stream_through:
-            await self._tee(wire, plan, recorder, response, head)
+            await self._tee(wire, user, plan, recorder, response, head)
             return
         try:
             async for raw in _body(response):
@@ -573,6 +591,7 @@ class ProxyServer:
     async def _tee(
         self,
         wire: Wire,
+        user: CassetteUser,
         plan: Plan,
         recorder: ResponseRecorder,
         response: httpx.Response,
@@ -583,8 +602,8 @@ class ProxyServer:
         tee = TeeStream(
             response.stream,
             recorder,
-            lambda exchange: self.user.commit(plan, exchange),
-            lambda exchange: self.user.acommit(plan, exchange),
+            lambda exchange: user.commit(plan, exchange),
+            lambda exchange: user.acommit(plan, exchange),
             response.aclose,
         )
         try:
@@ -609,7 +628,7 @@ class ProxyServer:
             logger.warning(
                 "sakura-http proxy: %s %s: stream broken, nothing recorded: %s",
                 response.request.method,
-                response.request.url,
+                self._shown(str(response.request.url)),
                 exc,
             )
             raise Abort from None
