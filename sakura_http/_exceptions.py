@@ -12,6 +12,8 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     │   └── RecordingForbidden    the configuration forbids recording this request (.host)
     │       └── RerecordingInProgress  another process is re-recording the cassette
     │                                                         (.path, .pid, .since)
+    ├── RecordingIncomplete       a re-recording was cut short; the old cassette is kept
+    │                                                         (.path, .cancelled)
     └── UnsafeExchangeError       recording would put something unsafe on disk
         ├── CredentialHeaderError a credential header was not declared secret (.header)
         ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
@@ -38,6 +40,7 @@ __all__ = [
     "CredentialHeaderError",
     "NetworkBlocked",
     "RecordingForbidden",
+    "RecordingIncomplete",
     "RerecordingInProgress",
     "UndecodableBodyError",
     "UnsafeExchangeError",
@@ -136,6 +139,21 @@ class RerecordingInProgress(RecordingForbidden):
         self.pid = pid
         self.since = since
         super().__init__(message)
+
+
+class RecordingIncomplete(CassetteError):
+    """A re-recording (mode "all") did not finish: stopping the proxy cancelled requests in
+    flight (`cancelled` of them), or a second signal stopped it at once.  The fresh recording
+    lacks them, so it is discarded and the old cassette at `path` is kept as it was; the
+    message says how to stop the proxy so the re-recording completes."""
+
+    def __init__(self, path: str, cancelled: int, why: str, fix: str) -> None:
+        self.path = path
+        self.cancelled = cancelled
+        super().__init__(
+            f"{path}: the re-recording (mode all) is incomplete: {why}; the old cassette is "
+            f"kept as it was. Record it again, and {fix}"
+        )
 
 
 class UnsafeExchangeError(CassetteError):
