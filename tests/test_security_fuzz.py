@@ -19,6 +19,7 @@ import base64
 import contextlib
 import gzip
 import json
+import logging
 import os
 import re
 import tempfile
@@ -366,3 +367,39 @@ def test_a_secret_in_a_url_the_client_built_is_redacted(
     for where_written, data in written(path):
         for form in forms(secret) | {str(response.url).encode()}:
             assert form not in data, f"{form!r} in {where_written}"
+
+
+# --- the proxy's answers and logs ---------------------------------------------------------------
+# What the proxy answers a client and logs (both end in CI logs) names the request's URL; a
+# secret query value in it is printed as its length, as in every other message.
+
+PROXY_SECRET = "sk-proxy-query-0123456789abcdef"
+
+
+@pytest.mark.parametrize("case", ["unreachable upstream", "unknown prefix", "path in forward"])
+def test_the_proxy_never_prints_a_secret_query_value(
+    tmp_path: Path, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import socket
+
+    from sakura_http.proxy import serve
+
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{unused.getsockname()[1]}"  # bound, never listening
+        options: dict[str, Any] = {
+            "unreachable upstream": {"upstream": down},
+            "unknown prefix": {"upstream": {"api": down}},
+            "path in forward": {},
+        }[case]
+        target = f"/other/v1?q=1&api_key={PROXY_SECRET}&password={PROXY_SECRET}x"
+        with (
+            caplog.at_level(logging.WARNING, logger="sakura_http.proxy"),
+            serve(tmp_path / "p.jsonl", mode="new_episodes", **options) as proxy,
+            httpx.Client(base_url=proxy.url, timeout=60.0) as client,
+        ):
+            response = client.get(target)
+    assert response.status_code in (400, 502)
+    assert "api_key=" in response.text  # the URL is named, its secret values hidden
+    for printed in (response.text, caplog.text):
+        assert PROXY_SECRET not in printed
