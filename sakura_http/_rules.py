@@ -21,6 +21,7 @@ The caller always receives the live, unscrubbed response.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ import orjson
 
 from ._exceptions import ConfigurationError
 from ._format import Exchange, Headers
+from ._policy import charset_of
 from ._value import Value
 
 __all__ = [
@@ -521,6 +523,12 @@ def scrub_written(
                 )
                 spans.append((at, len(body), b""))
             body, boundaries = _edit(body, boundaries, spans)
+    wide = _wide_codec(body, headers) if regexes else None
+    if wide is not None:
+        body, wide_notes = _scrub_wide(regexes, body, wide, truncated, part)
+        boundaries = [len(body)]  # (matched on the text: replays as one chunk, as JSON does)
+        notes += wide_notes
+        regexes = []
     for step in regexes:
         replacement = step.replacement.encode("utf-8")
         spans = [(*m.span(), replacement) for m in _bytes_pattern(step).finditer(body)]
@@ -657,14 +665,75 @@ def _scrub_json_body(
     return None if parsed is None else _scrubbed(parsed, paths)
 
 
-def _wide_codec(body: bytes) -> str | None:
-    """The codec of a body in UTF-16 or UTF-32 (as `json` detects it), else None."""
+def _wide_codec(body: bytes, headers: Headers = ()) -> str | None:
+    """The codec of a body in UTF-16 or UTF-32 (as `json` detects it, or as `headers` declare
+    it), else None."""
     if body[:1] in (b"\x00", b"\xff", b"\xfe") or body[1:2] == b"\x00":
         import json
 
         codec = json.detect_encoding(body)
         return None if codec.startswith("utf-8") else codec
-    return None
+    declared = _declared_charset(headers)
+    return declared if declared in ("utf-16", "utf-32") else None
+
+
+def _declared_charset(headers: Headers) -> str | None:
+    charset = charset_of(headers)
+    if charset is None:
+        return None
+    try:
+        return codecs.lookup(charset).name
+    except LookupError:
+        return None
+
+
+#: The byte order marks (little-endian, big-endian) of the wide codecs.
+_WIDE = {
+    "utf-16": (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE),
+    "utf-32": (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE),
+}
+
+
+def _scrub_wide(
+    regexes: list[Scrub], body: bytes, codec: str, truncated: bool, part: str
+) -> tuple[bytes, list[str]]:
+    """A UTF-16 or UTF-32 `body` under the regex scrubs, matched on its text and written back
+    in its codec, byte order and byte order mark kept, and the notes; with `truncated`, cut
+    where a match could begin (and before a last code unit that did not arrive whole)."""
+    family = codec[:6]  # utf-16 or utf-32
+    little, big = _WIDE[family]
+    bom = b""
+    if codec == family:  # a byte order mark, or a declared charset without a byte order
+        if body.startswith(big):
+            bom, codec = big, family + "-be"
+        else:
+            bom, codec = (little if body.startswith(little) else b""), family + "-le"
+    unit = 2 if family == "utf-16" else 4
+    data = body[len(bom) :]
+    whole = len(data) - len(data) % unit
+    text = data[:whole].decode(codec, "surrogatepass")
+    for step in regexes:
+        assert step.pattern is not None
+        text = step.pattern.sub(_literal(step.replacement), text)
+    tail = data[whole:]  # a body that ends inside a code unit: kept as it came, unless cut short
+    notes = []
+    if truncated:
+        from ._partial_match import partial_start  # only a stream closed early needs it
+
+        tail = b""
+        utf8 = text.encode("utf-8", "surrogatepass")
+        starts = [(partial_start(_bytes_pattern(step), utf8), step) for step in regexes]
+        found = [(at, step) for at, step in starts if at is not None]
+        if found:
+            at, step = min(found, key=lambda f: f[0])
+            kept = len(utf8[:at].decode("utf-8", "ignore"))
+            size = len(bom) + len(text[:kept].encode(codec, "surrogatepass"))
+            notes.append(
+                f"{part}: cut at byte {size} of {len(body)}: it is truncated where a match of "
+                f"{step!r} could begin"
+            )
+            text = text[:kept]
+    return bom + text.encode(codec, "surrogatepass") + tail, notes
 
 
 def _scrub_json_lines(

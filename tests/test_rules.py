@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sakura_http import (
+    EMAIL_PATTERN,
     BodyTooLargeError,
     CassetteMiss,
     ConfigurationError,
@@ -867,3 +868,37 @@ def test_method_and_url_is_a_preset_of_ordinary_rules() -> None:
     assert Rules.method_and_url() == Rules(ignore_headers=["*"], ignore_body=True)
     both = Rules.method_and_url(Rules.llm())
     assert both.ignore_body and both.ignore_headers == {"*"} and both.scrub == Rules.llm().scrub
+
+
+# A regex scrub reaches a UTF-16 or UTF-32 body (declared or told by its bytes): it was run on
+# the body's bytes as UTF-8 only, where `bob.b@corp.example` in UTF-16 is `b\0o\0b\0...`, and
+# the address was written as it came.
+WIDE_TEXT = "mail bob.b@corp.example and ann@corp.example end"
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-be"])
+@pytest.mark.parametrize("declared", [True, False])
+def test_scrub_regex_reaches_a_utf16_or_utf32_body(codec: str, declared: bool) -> None:
+    rules = Rules(scrub=[Scrub.regex(EMAIL_PATTERN, "<email>")])
+    raw = WIDE_TEXT.encode(codec)
+    headers = (("content-type", f"text/plain; charset={codec}"),) if declared else ()
+    body, chunks, notes = scrub_written(rules, headers, raw, (7, len(raw) - 7))
+    assert body.decode(codec) == "mail <email> and <email> end"
+    assert body[:4] == raw[:4]  # the same byte order, the byte order mark kept
+    assert sum(chunks) == len(body) and notes == ()
+    assert rules.scrub_body(headers, raw) == body
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le"])
+@pytest.mark.parametrize("extra", [0, 1])  # cut at a code unit's end, or inside one
+def test_a_truncated_utf16_body_is_cut_where_a_regex_match_could_begin(
+    codec: str, extra: int
+) -> None:
+    rules = Rules(scrub=[Scrub.regex(EMAIL_PATTERN, "<email>")])
+    raw = "mail bob.b@co".encode(codec) + b"\x00" * extra  # too short to match yet
+    body, _, notes = scrub_written(rules, (), raw, (len(raw),), truncated=True)
+    assert body.decode(codec) == "mail "
+    assert notes == (
+        f"response body: cut at byte {len(body)} of {len(raw)}: it is truncated where a match "
+        f"of {Scrub.regex(EMAIL_PATTERN, '<email>')!r} could begin",
+    )
