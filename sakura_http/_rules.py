@@ -525,10 +525,12 @@ def scrub_written(
             body, boundaries = _edit(body, boundaries, spans)
     wide = _wide_codec(body, headers) if regexes else None
     if wide is not None:
-        body, wide_notes = _scrub_wide(regexes, body, wide, truncated, part)
-        boundaries = [len(body)]  # (matched on the text: replays as one chunk, as JSON does)
-        notes += wide_notes
-        regexes = []
+        scrubbed = _scrub_wide(regexes, body, wide, truncated, part)
+        if scrubbed is not None:  # (None: no text after all; scrubbed as bytes below)
+            body, wide_notes = scrubbed
+            boundaries = [len(body)]  # (matched on the text: one chunk, as a JSON scrub's)
+            notes += wide_notes
+            regexes = []
     for step in regexes:
         replacement = step.replacement.encode("utf-8")
         spans = [(*m.span(), replacement) for m in _bytes_pattern(step).finditer(body)]
@@ -696,10 +698,11 @@ _WIDE = {
 
 def _scrub_wide(
     regexes: list[Scrub], body: bytes, codec: str, truncated: bool, part: str
-) -> tuple[bytes, list[str]]:
+) -> tuple[bytes, list[str]] | None:
     """A UTF-16 or UTF-32 `body` under the regex scrubs, matched on its text and written back
     in its codec, byte order and byte order mark kept, and the notes; with `truncated`, cut
-    where a match could begin (and before a last code unit that did not arrive whole)."""
+    where a match could begin (and before a last code unit that did not arrive whole).  None
+    for a body that does not decode (binary data whose first bytes look wide)."""
     family = codec[:6]  # utf-16 or utf-32
     little, big = _WIDE[family]
     bom = b""
@@ -711,7 +714,10 @@ def _scrub_wide(
     unit = 2 if family == "utf-16" else 4
     data = body[len(bom) :]
     whole = len(data) - len(data) % unit
-    text = data[:whole].decode(codec, "surrogatepass")
+    try:
+        text = data[:whole].decode(codec, "surrogatepass")
+    except UnicodeDecodeError:
+        return None
     for step in regexes:
         assert step.pattern is not None
         text = step.pattern.sub(_literal(step.replacement), text)

@@ -902,3 +902,13 @@ def test_a_truncated_utf16_body_is_cut_where_a_regex_match_could_begin(
         f"response body: cut at byte {len(body)} of {len(raw)}: it is truncated where a match "
         f"of {Scrub.regex(EMAIL_PATTERN, '<email>')!r} could begin",
     )
+
+
+@pytest.mark.parametrize("start", [b"\x00\x00\x00\x05", b"\x05\x00\x00\x00", b"\xff\xfe\x00\x00"])
+def test_a_binary_body_that_looks_wide_is_scrubbed_as_bytes(start: bytes) -> None:
+    # Its first bytes look like UTF-32 to the detector, but it is no text: it is scrubbed as
+    # bytes, as any binary body is, instead of failing the recording.
+    rules = Rules(scrub=[Scrub.regex(EMAIL_PATTERN, "<email>")])
+    raw = start + bytes(range(256)) * 3 + b" bob.b@corp.example"
+    body, chunks, _ = scrub_written(rules, (), raw, (len(raw),))
+    assert body == raw.replace(b"bob.b@corp.example", b"<email>") and chunks == (len(body),)
