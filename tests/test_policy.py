@@ -351,9 +351,12 @@ def test_a_miss_never_prints_a_credential_value() -> None:
 
 
 def test_a_miss_never_prints_a_secret_query_value(drive: Driver, tmp_path: Path) -> None:
-    # `session_token` has a credential shape (and is no default secret parameter); `sig` is a declared secret parameter (a default one)
-    # that a cassette recorded before it was declared still holds raw.
-    recorded = "https://api.example.test/v1?session_token=recorded-0123456789&sig=rec-sig-0123456&q=1"
+    # `session_token` has a credential shape (and is no default secret parameter); `sig` is a
+    # declared secret parameter (a default one) that a cassette recorded before it was declared
+    # still holds raw.
+    recorded = (
+        "https://api.example.test/v1?session_token=recorded-0123456789&sig=rec-sig-0123456&q=1"
+    )
     path = write_cassette(tmp_path / "c.jsonl", [Exchange("GET", recorded, status=200)])
     transport = drive.transport(path, mode="none")
     live = "https://api.example.test/v1?session_token=live-value-0123456789&sig=live-sig-0123&q=2"
@@ -903,3 +906,26 @@ def test_a_secret_in_a_url_a_client_library_escaped_is_redacted(library: str) ->
         assert secret not in url  # escaped by the library
         written = r.url(url)
         assert written.count("%3Credacted%3E") == 3, (url, written)
+
+
+def test_a_body_echoing_its_own_secret_query_value_replays(drive: Driver, tmp_path: Path) -> None:
+    # Recording writes the echo as <redacted>; matching searched only for the secret headers'
+    # values, so the request recorded never matched again, and its miss printed the value.
+    secret = "sk-query-echo-0123456789abcdef"
+    url = f"https://api.example.test/v1?api_key={secret}"
+    body = json.dumps({"key": secret, "n": 1}).encode()
+    path = tmp_path / "c.jsonl"
+    outer = drive.mock(lambda request: drive.lib.Response(200, text="ok"))
+    recorder = drive.transport(path, outer=outer, mode="new_episodes")
+    drive.send(recorder, "POST", url, content=body)
+    drive.close(recorder)
+    assert secret not in path.read_text()
+    replayer = drive.transport(path, mode="none")
+    assert drive.send(replayer, "POST", url, content=body).status_code == 200
+    drive.close(replayer)
+    missing = drive.transport(path, mode="none")
+    with pytest.raises(CassetteMiss) as caught:
+        drive.send(missing, "POST", url, content=body.replace(b"1", b"2"))
+    drive.close(missing)
+    assert secret not in str(caught.value)
+    assert "<redacted>" in str(caught.value)

@@ -199,7 +199,11 @@ import pytest
 from tool_client import fetch
 
 @pytest.mark.cassette(
-    "both.jsonl", upstream="{upstream}", shutdown_timeout=5.0, header_timeout=20.0, idle_timeout=30.0
+    "both.jsonl",
+    upstream="{upstream}",
+    shutdown_timeout=5.0,
+    header_timeout=20.0,
+    idle_timeout=30.0,
 )
 def test_tool_and_client(sakura_proxy, sakura_transport):
     env = {{**os.environ, **sakura_proxy.env()}}
