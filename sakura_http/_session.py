@@ -134,6 +134,8 @@ class CassetteSession:
         self._users = 0
         self._failed = False
         self.appended = 0
+        #: How many answers were replayed from the cassette (a repeat counts again).
+        self.replays = 0
 
         try:
             content = load_cassette(self.path)
@@ -242,9 +244,11 @@ class CassetteSession:
                 exchange = slot.exchanges[slot.cursor]
                 self._played.add(id(exchange))
                 slot.cursor += 1
+                self.replays += 1
                 return tuple.__new__(Plan, (action, key, exchange))  # see `Plan`
             if action is Action.REPEAT:
                 assert slot is not None
+                self.replays += 1
                 return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
         if action is Action.MISS:
             raise self._miss(request, slot, rules, advice)
