@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from ._exceptions import CassetteFormatError, UnwritableExchangeError
+from ._shown import shown_value
 from ._value import Value
 
 if TYPE_CHECKING:
@@ -266,10 +267,7 @@ class _Bad(Exception):
 
 def _quoted(value: object) -> str:
     """`value` as a format error quotes it: never a credential, never a wall of text
-    (`_policy.shown_value`, the one rule for every message).  Imported on the error path only:
-    `_policy` imports this module."""
-    from ._policy import shown_value
-
+    (`_shown.shown_value`, the one rule for every message)."""
     return shown_value(value)
 
 

@@ -37,9 +37,28 @@ from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
 
-from ._exceptions import BodyTooLargeError, CredentialHeaderError, UndecodableBodyError
+from ._credentials import (
+    CREDENTIAL_HEADERS,
+    NOT_CREDENTIAL_HEADERS,
+    PROVIDER_CREDENTIAL_HEADERS,
+    REDACTED,
+    REDACTED_FORMS,
+    REDACTED_RESPONSE_HEADERS,
+    is_credential_header,
+    is_known_credential_header,
+    refuse_credentials,
+)
+from ._exceptions import BodyTooLargeError, UndecodableBodyError
 from ._format import Headers
 from ._placeholders import PLACEHOLDER_MARKERS, is_placeholder
+from ._shown import (
+    SHOWN_CHARS,
+    SHOWN_HEAD,
+    names_a_secret,
+    shown_header_value,
+    shown_url,
+    shown_value,
+)
 
 if TYPE_CHECKING:
     from ._matching import RequestData
@@ -72,243 +91,10 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
-REDACTED = "<redacted>"
-
-#: Request headers that carry credentials; they must be declared in `secret_headers`.
-CREDENTIAL_HEADERS = frozenset(
-    {"authorization", "proxy-authorization", "x-api-key", "api-key", "x-auth-token", "cookie"}
-)
-
-#: Credential headers of well-known providers, refused like `CREDENTIAL_HEADERS` (most of them
-#: also have a credential shape; the list keeps them refused whatever the shapes become).
-PROVIDER_CREDENTIAL_HEADERS = frozenset(
-    {
-        "x-goog-api-key",  # Google (Gemini, Maps)
-        "ocp-apim-subscription-key",  # Azure API Management, Azure AI
-        "x-amz-security-token",  # AWS session credentials
-        "private-token",  # GitLab
-        "job-token",  # GitLab CI
-        "x-functions-key",  # Azure Functions
-        "x-vault-token",  # HashiCorp Vault
-        "x-consul-token",  # HashiCorp Consul
-        "x-shopify-access-token",  # Shopify
-        "x-figma-token",  # Figma
-        "x-riot-token",  # Riot Games
-        "x-cg-pro-api-key",  # CoinGecko
-        "x-rapidapi-key",  # RapidAPI
-        "x-algolia-api-key",  # Algolia
-        "x-api-token",
-        "x-access-token",
-        "x-session-token",
-    }
-)
-
-#: Response headers whose every value is written as `REDACTED`: cookies the server sets (the
-#: obsolete `set-cookie2` of RFC 2965 included).  Recording, `convert` and `lint` use this set.
-REDACTED_RESPONSE_HEADERS = frozenset({"set-cookie", "set-cookie2"})
-
-#: Header names with a credential shape that are not credentials: idempotency keys are random
-#: per request (see `DEFAULT_IGNORE_HEADERS`), the WebSocket key is a public nonce.
-NOT_CREDENTIAL_HEADERS = frozenset({"idempotency-key", "x-idempotency-key", "sec-websocket-key"})
-
-#: Words that make a header name a credential wherever they appear in it, even inside a longer
-#: word (`x-apitoken`, `cookie2`, `x-hub-signature-256`, `x-csrftoken`); `api-key` is matched
-#: after every non-alphanumeric character was made a `-`.
-_CREDENTIAL_PARTS = (
-    "auth",
-    "api-key",
-    "apikey",
-    "password",
-    "passwd",
-    "pwd",
-    "secret",
-    "token",
-    "jwt",
-    "session",
-    "csrf",
-    "xsrf",
-    "signature",
-    "credential",
-    "bearer",
-    "cookie",
-)
-#: Words that make a name a credential only as a whole part between separators: `x-pat` (a
-#: personal access token), not `x-path` or `x-compat`; `key` only as the last part or alone.
-_CREDENTIAL_WORDS = frozenset({"pat"})
-_CREDENTIAL_SUFFIXES = ("-key",)
-_SEPARATORS = re.compile(r"[^a-z0-9]+")
 
 # Secrets shorter than this are still dropped from request headers, but not searched for in
 # response bodies: replacing every "1" in a body would destroy it without protecting anything.
 _MIN_ECHO_LENGTH = 4
-
-
-def is_known_credential_header(name: str) -> bool:
-    """Whether `name` (lower-case) is one of `CREDENTIAL_HEADERS` or
-    `PROVIDER_CREDENTIAL_HEADERS`: a credential by name, not only by shape."""
-    return name in CREDENTIAL_HEADERS or name in PROVIDER_CREDENTIAL_HEADERS
-
-
-def is_credential_header(name: str, allow: Collection[str] = ()) -> bool:
-    """Whether a request header named `name` carries a credential, so it must be declared in
-    `secret_headers` to be sent: one of `CREDENTIAL_HEADERS` or `PROVIDER_CREDENTIAL_HEADERS`,
-    or a name of credential shape: containing, anywhere, ``auth``, ``api-key``, ``apikey``,
-    ``password``, ``passwd``, ``pwd``, ``secret``, ``token``, ``jwt``, ``session``, ``csrf``,
-    ``xsrf``, ``signature``, ``credential``, ``bearer`` or ``cookie``; holding ``pat`` as a
-    whole part (``x-pat``); or being ``key`` or ending in ``-key``.  Any run of characters
-    other than letters and digits counts as one ``-`` (``X_API_KEY`` is ``x-api-key``).
-
-    `NOT_CREDENTIAL_HEADERS` and the names in `allow` (lower-case) are never credentials.
-    """
-    name = name.lower()
-    return name not in allow and _credential_by_name(name)
-
-
-@functools.lru_cache(maxsize=4096)
-def _credential_by_name(name: str) -> bool:
-    # Checked for every header of every request: a client sends the same few names over and
-    # over, so each name's answer is remembered (bounded, for clients that make names up).
-    if name in NOT_CREDENTIAL_HEADERS:
-        return False
-    if is_known_credential_header(name):
-        return True
-    shape = _SEPARATORS.sub("-", name)
-    return (
-        any(part in shape for part in _CREDENTIAL_PARTS)
-        or shape == "key"
-        or shape.endswith(_CREDENTIAL_SUFFIXES)
-        or not _CREDENTIAL_WORDS.isdisjoint(shape.split("-"))
-    )
-
-
-def refuse_credentials(
-    headers: Iterable[tuple[str, str]],
-    secret_headers: frozenset[str],
-    allow: Collection[str] = frozenset(),
-) -> None:
-    """Raise `CredentialHeaderError` for the first credential header (`is_credential_header`)
-    not declared secret; `allow` names headers that are not credentials after all."""
-    for name, value in headers:
-        if name not in secret_headers and is_credential_header(name, allow):
-            raise CredentialHeaderError(name, value)
-
-
-# --- values in messages -----------------------------------------------------------------------
-
-#: A value a message quotes (a format error, a miss, `diff`) is quoted whole up to this many
-#: characters; a longer one by its first `SHOWN_HEAD` characters and its length.
-SHOWN_CHARS = 40
-SHOWN_HEAD = 12
-_SHOWN_ITEMS = 6  # items of a list or dict quoted before the rest is only counted
-_SHOWN_DEPTH = 3  # levels of nesting quoted before a list or dict is only counted
-
-
-def names_a_secret(name: str, secret_headers: Collection[str] = ()) -> bool:
-    """Whether a header named `name` holds a value no message may print: a credential header
-    (`is_credential_header`), a declared secret, or a cookie the server sets
-    (`REDACTED_RESPONSE_HEADERS`)."""
-    name = name.lower()
-    return name in secret_headers or name in REDACTED_RESPONSE_HEADERS or _credential_by_name(name)
-
-
-def shown_header_value(name: str, value: str, secret_headers: Collection[str] = ()) -> str:
-    """`value` as a message (a miss, `show`, `diff`) prints a header's value: the value of a
-    header that `names_a_secret` is replaced by its length, so logs never hold it (the
-    `REDACTED` marker itself is shown as it is); any other value is printed as it is."""
-    if value != REDACTED and names_a_secret(name, secret_headers):
-        return _hidden(value)
-    return value
-
-
-def shown_value(value: object, *, hidden: bool = False) -> str:
-    """How a message quotes `value`, read from a cassette or a request: the one place that
-    decides it, so that no message prints a credential or a wall of text into a CI log.
-
-    * `hidden` (the value of a credential header, a secret query parameter): its length only,
-      ``<hidden, 27 chars>``;
-    * a string or bytes of at most `SHOWN_CHARS` characters: its `repr`; a longer one: the
-      `repr` of its first `SHOWN_HEAD` characters and its length, ``'Bearer sk-an'... (87
-      chars)``;
-    * a list: its items quoted so, except that after a first item that `names_a_secret` the
-      other items are hidden (a malformed ``["authorization", "Bearer ...", "extra"]`` shows no
-      token); a dict: its keys and values, the values of keys that `names_a_secret` hidden;
-      past `_SHOWN_ITEMS` items or `_SHOWN_DEPTH` levels the rest is only counted;
-    * anything else: its `repr`, elided like a string.
-    """
-    return _shown(value, hidden, 0)
-
-
-def _hidden(value: object) -> str:
-    if isinstance(value, str):
-        return f"<hidden, {len(value)} chars>"
-    if isinstance(value, bytes):
-        return f"<hidden, {len(value)} bytes>"
-    return f"<hidden {type(value).__name__}>"
-
-
-def _shown(value: object, hidden: bool, depth: int) -> str:
-    if hidden:
-        return _hidden(value)
-    if isinstance(value, str | bytes):
-        if len(value) <= SHOWN_CHARS:
-            return repr(value)
-        unit = "chars" if isinstance(value, str) else "bytes"
-        return f"{value[:SHOWN_HEAD]!r}... ({len(value):,} {unit})"
-    if isinstance(value, list | tuple | dict):
-        if depth >= _SHOWN_DEPTH:
-            return f"<{type(value).__name__} of {len(value)}>"
-        if isinstance(value, dict):
-            parts = [
-                f"{_shown(k, False, depth + 1)}: "
-                + _shown(v, isinstance(k, str) and names_a_secret(k), depth + 1)
-                for k, v in list(value.items())[:_SHOWN_ITEMS]
-            ]
-        else:
-            secret = bool(value) and isinstance(value[0], str) and names_a_secret(value[0])
-            parts = [
-                _shown(item, secret and i > 0, depth + 1)
-                for i, item in enumerate(value[:_SHOWN_ITEMS])
-            ]
-        if len(value) > _SHOWN_ITEMS:
-            parts.append(f"... {len(value) - _SHOWN_ITEMS:,} more")
-        inside = ", ".join(parts)
-        return f"{{{inside}}}" if isinstance(value, dict) else f"[{inside}]"
-    try:
-        text = repr(value)
-    except ValueError:  # an int of more digits than Python turns into text
-        return f"<{type(value).__name__} too long to show>"
-    if len(text) <= SHOWN_CHARS:
-        return text
-    return f"{text[:SHOWN_HEAD]}... ({len(text):,} chars)"
-
-
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@]*)@")
-
-
-def shown_url(url: str, secret_params: Collection[str] = ()) -> str:
-    """`url` as a message prints it: the value of each query parameter that is secret -- named
-    in `secret_params` (lower-case; pass the configured `secret_query_params`) or of credential
-    shape (the rule for header names: ``password``, ``x_token``, ``key``...) -- and a
-    ``user:password@`` part (or a token as the user) replaced by their length (`shown_value`);
-    the rest as it is, a URL being what a reader of a miss or a diff needs whole.  Values
-    already redacted stay."""
-    url = _USERINFO.sub(lambda m: f"{m[1]}{_hidden(m[2])}@", url)
-    base, mark, rest = url.partition("?")
-    if not mark or not rest:
-        return url
-    query, hash_, fragment = rest.partition("#")
-    items = []
-    for item in query.split("&"):
-        name, eq, value = item.partition("=")
-        if eq and value and value not in _MARKERS and _secret_param(name, secret_params):
-            item = f"{name}={_hidden(value)}"
-        items.append(item)
-    return f"{base}?{'&'.join(items)}{hash_}{fragment}"
-
-
-def _secret_param(name: str, secret_params: Collection[str]) -> bool:
-    name = unquote_plus(name).lower()
-    return name in secret_params or _credential_by_name(name)
 
 
 def check_body_size(size: int, limit: int, side: str) -> None:
@@ -545,7 +331,7 @@ _BOM_STARTS = frozenset(bom[:2] for bom, _ in _BOMS)
 
 # Needles never searched for: text that is part of the replacement itself.
 _URL_REDACTED = quote(REDACTED, safe="")
-_MARKERS = frozenset({REDACTED, _URL_REDACTED})
+_MARKERS = REDACTED_FORMS
 
 
 @functools.lru_cache(maxsize=64)

@@ -458,19 +458,21 @@ def test_credential_headers_are_whatever_recording_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Lint keeps no list of its own: widen the recording rules and lint follows.
-    from sakura_http import _policy
+    from sakura_http import _credentials
 
     exchange = items(headers=(("x-tenant-region", "fake-test-region-eu"),))
     assert json.loads(_lint_one(tmp_path, capsys, exchange)[1])["findings"] == []
     monkeypatch.setattr(
-        _policy, "CREDENTIAL_HEADERS", _policy.CREDENTIAL_HEADERS | {"x-tenant-region"}
+        _credentials,
+        "CREDENTIAL_HEADERS",
+        _credentials.CREDENTIAL_HEADERS | {"x-tenant-region"},
     )
     # The rule remembers its answer for each name it has seen: forget them, before and after.
-    _policy._credential_by_name.cache_clear()
+    _credentials._credential_by_name.cache_clear()
     try:
         code, out = _lint_one(tmp_path, capsys, exchange)
     finally:
-        _policy._credential_by_name.cache_clear()
+        _credentials._credential_by_name.cache_clear()
     assert code == 1
     (finding,) = json.loads(out)["findings"]
     assert (finding["check"], finding["field"]) == ("credential-header", "headers.x-tenant-region")
