@@ -405,14 +405,19 @@ class CassetteUser:
             return Refusal.HOST
         return Refusal.NONE
 
-    def plan(self, request: RequestData) -> Plan:
+    def plan(self, request: RequestData, sent_url: str = "") -> Plan:
         """Decide what to do with `request`; raises `CassetteMiss` or `RecordingForbidden`.
+        `sent_url` is its URL as sent: the values of its secret query parameters are searched
+        for in it as they are when it is written (a body echoing one matches what was written).
 
         A replayed exchange counts as played at once, so concurrent identical requests take
         successive recorded exchanges.
         """
         refusal = self._refusal(request) if self._refusal_varies else self._fixed_refusal
-        redactor = self.redactor(request) if self.config.secret_headers else self._secrets.redactor
+        if self.config.secret_headers or "?" in sent_url:
+            redactor = self.redactor(request, sent_url)
+        else:
+            redactor = self._secrets.redactor
         if redactor.secrets:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
             request = redactor.request(request)

@@ -245,7 +245,7 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
         the plan, and the replayed response when the plan is to replay, else None)."""
         data: RequestData = library.request_data(request, self._config.secret_query_params)
         self._user.check_request(data)
-        plan = self._user.plan(data)
+        plan = self._user.plan(data, str(request.url))
         if plan.exchange is None:
             return data, plan, None
         return data, plan, self._replay(library, plan.exchange, request)

@@ -481,3 +481,16 @@ def test_the_fixture_fails_a_test_that_never_used_it_without_a_cassette(
     (pytester.path / "tests" / "fixtures" / "test_app" / "test_cassette_exists.jsonl").touch()
     rerun = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "cassette_exists")
     rerun.assert_outcomes(passed=1)  # the cassette exists: an unused fixture is no error
+
+
+def test_a_body_echoing_its_own_secret_query_value_replays(
+    cassette: Path, server: ClientServer
+) -> None:
+    # Written with the echo as <redacted>, it must match as written (it missed on replay).
+    secret = "sk-query-echo-0123456789abcdef"
+    url, body = f"{server.url}/items?api_key={secret}", {"key": secret}
+    with record(cassette) as session:
+        session.post(url, json=body)
+    assert secret not in cassette.read_text()
+    with replay(cassette) as session:
+        assert session.post(url, json=body).status_code == 200

@@ -403,3 +403,23 @@ def test_the_proxy_never_prints_a_secret_query_value(
     assert "api_key=" in response.text  # the URL is named, its secret values hidden
     for printed in (response.text, caplog.text):
         assert PROXY_SECRET not in printed
+
+
+def test_the_proxy_replays_a_body_echoing_its_own_secret_query_value(tmp_path: Path) -> None:
+    # Written with the echo as <redacted>, it must match as written (it missed on replay).
+    from sakura_http.proxy import serve
+    from tests.proxy_support import start_upstream
+
+    target = f"/v1/items?api_key={PROXY_SECRET}"
+    body = json.dumps({"key": PROXY_SECRET}).encode()
+    path = tmp_path / "p.jsonl"
+    with start_upstream() as upstream:
+        for mode in ("new_episodes", "none"):
+            with (
+                serve(path, upstream=upstream.url, mode=mode) as proxy,
+                httpx.Client(base_url=proxy.url, timeout=60.0) as client,
+            ):
+                response = client.post(target, content=body)
+            assert response.status_code == 200, response.text
+            assert PROXY_SECRET not in path.read_text()
+        assert len(upstream.requests) == 1

@@ -164,7 +164,7 @@ class RecordingMiddleware:
                 url.port,
             )
             user.check_request(data)
-            plan = user.plan(data)
+            plan = user.plan(data, str(url))
             if plan.exchange is not None:
                 return self._replay(request, plan.exchange)
             return await self._record(request, data, plan, handler)

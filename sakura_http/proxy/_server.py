@@ -480,7 +480,7 @@ class ProxyServer:
         try:
             user = self.cassettes.user_for(url)
             user.check_request(data)
-            plan = user.plan(data)
+            plan = user.plan(data, str(url))
         except CassetteError as exc:
             await self._fail(wire, method, data.url, exc)
             return

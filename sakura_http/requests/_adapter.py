@@ -204,7 +204,7 @@ class RecordingAdapter(requests.adapters.BaseAdapter):
                 request.body = body  # a generator or file is read once: send what was read
             data = request_data(request, url, body, config.secret_query_params)
             user.check_request(data)
-            plan = user.plan(data)
+            plan = user.plan(data, url)
             if plan.exchange is not None:
                 return self._replay(plan.exchange, request)
             return self._record(request, url, data, plan, sending)
