@@ -491,9 +491,10 @@ class CassetteUser:
         if exchange is None:
             return True
         # Without rules (no scrub, no hook) and secrets, the exchange is written as the request
-        # was planned: its key under this user's rules is the plan's, not computed again.
-        config = self.config
-        known = None if self._has_rules or config.secret_headers else (self.rules, plan.key)
+        # was planned: its key under this user's rules is the plan's, not computed again.  (The
+        # session's secrets only grow: none now means none when it was planned or written.)
+        changed = self._has_rules or self.config.secret_headers or self._secrets.redactor.secrets
+        known = None if changed else (self.rules, plan.key)
         if not self.session.commit(exchange, known, wait=wait):
             return False
         self.appended += 1

@@ -331,3 +331,30 @@ def test_the_session_remembers_every_secret_for_its_life(tmp_path: Path, flavor:
         assert token.encode() not in data
     assert urls(path)[-1] == f"{CALLBACK}/landing?code=%3Credacted%3E"
     assert len(urls(path)) == len(TOKENS) + 2
+
+
+def test_an_exchange_redacted_with_a_secret_learned_while_it_was_recorded_replays(
+    tmp_path: Path,
+) -> None:
+    # `plain` (no secret headers) plans a request whose URL holds a token nobody has sent yet;
+    # while it is out, `api` sends that token, so the session learns it and `plain`'s exchange
+    # is written redacted.  It must be indexed as written, so the same request replays.
+    path = tmp_path / "c.jsonl"
+    token = "tok-learned-while-recording-5e2"
+    api = RecordingTransport(
+        path, outer=httpx.MockTransport(_api), mode="new_episodes", secret_headers=["authorization"]
+    )
+
+    def meanwhile(request: httpx.Request) -> httpx.Response:
+        headers = {"authorization": f"Bearer {token}"}
+        httpx.Client(transport=api).get(f"{API}/items/1", headers=headers)
+        return httpx.Response(200, text="seen")
+
+    plain = RecordingTransport(path, outer=httpx.MockTransport(meanwhile), mode="new_episodes")
+    replay = RecordingTransport(path, mode="none", allow_repeats=True)
+    url = f"{CALLBACK}/landing?code={token}"
+    assert httpx.Client(transport=plain).get(url).text == "seen"
+    assert httpx.Client(transport=replay).get(url).text == "seen"
+    for transport in (api, plain, replay):
+        transport.close()
+    assert token.encode() not in path.read_bytes()
