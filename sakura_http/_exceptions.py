@@ -246,11 +246,15 @@ class UnwritableExchangeError(UnsafeExchangeError):
                 "Nothing was written. This is a bug of sakura-http: please report it"
             )
         else:
+            how = (
+                "a hook that changes a streamed body sets chunks=None and timings_ms=None"
+                if field in ("chunks", "timings_ms")
+                else "change the exchange with dataclasses.replace; see docs/cassette-format.md"
+            )
             text = (
                 f"the before_record hook {hook} returned an exchange whose field {field!r} the "
                 f"loader would refuse: {problem}. Nothing was written. Make the hook keep that "
-                "field as the cassette format defines it (change the exchange with "
-                "dataclasses.replace; see docs/cassette-format.md), or return None to skip "
+                f"field as the cassette format defines it ({how}), or return None to skip "
                 "recording the exchange"
             )
         super().__init__(text)
