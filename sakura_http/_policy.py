@@ -460,6 +460,8 @@ class Redactor:
         """
         if self._needles is None or not body:
             return body
+        if charset is None and body[:2] in _BOM_STARTS:  # (as `body` reads it)
+            charset = next((name for bom, name in _BOMS if body.startswith(bom)), None)
         cut = 0
         for needle, _ in self._needles.bytes_for(charset):
             for size in range(min(len(needle) - 1, len(body)), cut, -1):

@@ -423,3 +423,36 @@ def test_the_proxy_replays_a_body_echoing_its_own_secret_query_value(tmp_path: P
             assert response.status_code == 200, response.text
             assert PROXY_SECRET not in path.read_text()
         assert len(upstream.requests) == 1
+
+
+@pytest.mark.parametrize("codec", ["utf-16", "utf-32"])
+def test_a_stream_cut_short_inside_a_secret_in_a_body_its_byte_order_mark_tells(
+    tmp_path: Path, codec: str
+) -> None:
+    # No charset declared: the byte order mark says UTF-16 (or 32), which the search of a whole
+    # body honoured but the cut of a body closed early did not, so half the secret was written.
+    secret = "sk-live-0123456789abcdefXYZ"
+    data = f"data {secret} end".encode(codec)
+    cut = len(f"data {secret[:14]}".encode(codec))  # after 14 characters of the secret
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=iter([data[:cut], data[cut:]]))
+
+    path = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        path,
+        outer=httpx.MockTransport(handle),
+        mode="new_episodes",
+        secret_headers=["x-api-key"],
+        stream_through=True,
+    )
+    with (
+        httpx.Client(transport=transport) as client,
+        client.stream("GET", URL, headers={"x-api-key": secret}) as response,
+    ):
+        next(response.iter_raw())
+    [exchange] = load_cassette(path).exchanges
+    assert exchange.truncated
+    # (cut where any encoding's form could begin, so the last code unit may be cut in half)
+    text = exchange.response_body.decode(codec, "ignore")
+    assert text.rstrip() == "data", text
