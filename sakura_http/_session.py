@@ -128,6 +128,9 @@ class CassetteSession:
     def __init__(self, path: Path, key: str, config: CassetteConfig) -> None:
         self.path = path
         self._key = key
+        # Where it is written: the file a symlink points to, so a re-recording through the link
+        # replaces that file (as appends through it reach it), not the link.
+        self._file = Path(key)
         #: "all" when the cassette is being re-recorded, else the first user's mode.
         self.mode = config.mode
         self._lock = threading.RLock()
@@ -151,7 +154,7 @@ class CassetteSession:
         # Re-recording claims the cassette at once (other processes' appends are refused from
         # now on); otherwise a `.recording` file a killed re-recording left is removed.
         self._rerecording: AtomicRecording | None = open_for_writing(
-            self.path, self._header, rerecord=self.mode is RecordMode.ALL
+            self._file, self._header, rerecord=self.mode is RecordMode.ALL
         )
         #: Every secret any user's requests carried, searched for in everything written.
         self.secrets = SecretMemory()
@@ -305,9 +308,9 @@ class CassetteSession:
         try:
             if self.mode is RecordMode.ALL:
                 if self._rerecording is None:
-                    self._rerecording = AtomicRecording(self.path, self._header)
+                    self._rerecording = AtomicRecording(self._file, self._header)
                 self._rerecording.append(line)  # (a file only this process writes: no lock)
-            elif not append_lines(self.path, line, self._header, wait=wait):
+            elif not append_lines(self._file, line, self._header, wait=wait):
                 return False
             self.exchanges.append(exchange)
             self._played.add(id(exchange))

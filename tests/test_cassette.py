@@ -409,3 +409,20 @@ def test_an_append_makes_the_folder_again_if_it_goes_before_the_lock(
     append_lines(path, _line(1), {})
     assert removed == [path.parent]
     assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/1"]
+
+
+def test_a_rerecording_through_a_symlink_replaces_the_file_it_points_to(tmp_path: Path) -> None:
+    # Re-recording moved its fresh file over the link itself: the link became a file of its own
+    # and the cassette it pointed to (shared, or kept elsewhere) was never updated, while
+    # appends through the link went on reaching it.
+    real, link = tmp_path / "shared" / "real.jsonl", tmp_path / "link.jsonl"
+    real.parent.mkdir()
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text=request.url.path))
+    with RecordingTransport(real, outer=outer, mode="new_episodes") as transport:
+        httpx.Client(transport=transport).get("https://api.example.test/old")
+    link.symlink_to(real)
+    with RecordingTransport(link, outer=outer, mode="all") as transport:
+        httpx.Client(transport=transport).get("https://api.example.test/new")
+    assert link.is_symlink()
+    assert [e.url for e in load_cassette(real).exchanges] == ["https://api.example.test/new"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["real.jsonl"]
