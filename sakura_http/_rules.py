@@ -350,8 +350,13 @@ class Rules(Value):
         }
         out = []
         for name, value in headers:
-            value = fixed.get(name, value)
-            out.append((name, self.scrub_text(value) if name not in fixed else value))
+            if name in fixed:
+                value = fixed[name]
+            elif name in _URL_HEADERS:  # a redirect: scrubbed as the URL it leads to will be
+                value = self.scrub_url(value)
+            else:
+                value = self.scrub_text(value)
+            out.append((name, value))
         return tuple(out)
 
     # --- matching ----------------------------------------------------------------------------
@@ -409,6 +414,11 @@ def _remove(node: Any, parts: Sequence[str | int | None], lists: dict[int, list[
                 node[i] = _GONE
                 lists[id(node)] = node
     return node
+
+
+#: Response headers whose value is a URL: `Scrub.query` reaches their query parameters, so a
+#: redirect leads to the URL recorded for the next hop (whose query it scrubbed too).
+_URL_HEADERS = frozenset({"location", "content-location"})
 
 
 def _header_names(names: Iterable[str]) -> frozenset[str]:

@@ -672,3 +672,16 @@ def test_a_credential_query_parameter_is_not_advised_into_secret_headers() -> No
     (finding,) = [f for f in lint_bytes(cassette_bytes([echoed]), "c.jsonl") if f.check == "secret"]
     assert "secret_headers" not in finding.message
     assert "where the server echoes the request's URL" in finding.message
+
+
+def test_a_token_in_a_redirect_location_query_is_advised_scrub_query() -> None:
+    """Scrub.response_header("location") writes a placeholder the client follows to a URL never
+    recorded (the replay misses); Scrub.query(name) scrubs the location's parameter and the
+    next hop's URL alike, so the redirect replays."""
+    token = "Zq8Kd0x7Pw3Lm9Vb2Nc5Rt6Yh1Gf4Js8Ua0Ie"
+    location = f"https://cb.example.test/cb?sid={token}&x=1"
+    redirect = items(status=302, response_headers=(("location", location),), response_body=b"")
+    findings = lint_bytes(cassette_bytes([redirect]), "c.jsonl")
+    [advice] = [f.message for f in findings if f.check == "scrub"]
+    assert 'Rules(scrub=[Scrub.query("sid")])' in advice
+    assert 'Scrub.response_header("location")' not in advice

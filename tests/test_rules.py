@@ -26,6 +26,7 @@ from sakura_http import (
     RecordingTransport,
     Rules,
     Scrub,
+    load_cassette,
 )
 from sakura_http._matching import MatchRules
 from sakura_http._rules import scrub_written
@@ -912,3 +913,32 @@ def test_a_binary_body_that_looks_wide_is_scrubbed_as_bytes(start: bytes) -> Non
     raw = start + bytes(range(256)) * 3 + b" bob.b@corp.example"
     body, chunks, _ = scrub_written(rules, (), raw, (len(raw),))
     assert body == raw.replace(b"bob.b@corp.example", b"<email>") and chunks == (len(body),)
+
+
+def test_scrub_query_reaches_a_redirect_location_so_the_redirect_replays(tmp_path: Path) -> None:
+    # Scrub.query scrubbed the next hop's URL but not the `location` that leads there, so the
+    # value was written there; Scrub.response_header("location") (what lint advised) wrote a
+    # placeholder the client followed to a URL never recorded, and the replay missed.
+    token = "Zq8Kd0x7Pw3Lm9Vb2Nc5Rt6Yh1Gf4Js8Ua0Ie"
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/start":
+            location = f"https://cb.example.test/cb?sid={token}&x=1"
+            return httpx.Response(302, headers={"location": location})
+        return httpx.Response(200, text="ok")
+
+    path = tmp_path / "c.jsonl"
+    rules = Rules(scrub=[Scrub.query("sid")])
+    outer = httpx.MockTransport(handle)
+    with RecordingTransport(path, outer=outer, mode="new_episodes", rules=rules) as transport:
+        httpx.Client(transport=transport, follow_redirects=True).get(
+            "https://api.example.test/start"
+        )
+    assert token not in path.read_text()
+    first = load_cassette(path).exchanges[0]
+    assert dict(first.response_headers)["location"] == (
+        "https://cb.example.test/cb?sid=<scrubbed>&x=1"
+    )
+    with RecordingTransport(path, mode="none", rules=rules) as transport:
+        client = httpx.Client(transport=transport, follow_redirects=True)
+        assert client.get("https://api.example.test/start").text == "ok"

@@ -528,7 +528,8 @@ def _scrub_candidates(
                 continue
             seen.add(value)
             place = where
-            query = _query_name(text, value) if field == "url" else None
+            # (a redirect's location too: Scrub.query reaches it and the URL it leads to)
+            query = _query_name(text, value) if field in _URL_FIELDS else None
             if where:
                 scrub = f'Scrub.json("{where}")'
             elif query is not None:
@@ -544,6 +545,7 @@ def _scrub_candidates(
             yield what, value, place, scrub
 
 
+_URL_FIELDS = frozenset({"url", "response_headers.location", "response_headers.content-location"})
 _TOKEN_PREFIX = re.compile(r"[A-Za-z]{2,12}[_-]")  # sess_, tok-: the same in every token
 _QUERY_SHAPE = "a credential query parameter"
 _SECRET_ADVICE = "if it is real, rotate it and re-record with the credential in secret_headers"
