@@ -49,6 +49,8 @@ def shown_header_value(name: str, value: str, secret_headers: Collection[str] = 
     `REDACTED` marker itself is shown as it is); any other value is printed as it is."""
     if value != REDACTED and names_a_secret(name, secret_headers):
         return _hidden(value)
+    if "?" in value:  # a URL (location, link, referer): its secret query values hidden
+        return shown_url(value)
     return value
 
 

@@ -257,3 +257,34 @@ def test_textconv_and_html_never_print_a_credential_header_value(
     run(capsys, "show", "--html", page, path)
     for shown in (text, page.read_text()):
         assert "fake-test-token" not in shown
+
+
+@pytest.mark.parametrize("how", ["--textconv", "--html", "--json", ""])
+def test_a_url_in_a_header_value_is_shown_without_its_secret_query_values(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, how: str
+) -> None:
+    # A location, link or referer holding a URL (one the server made, or a converted cassette)
+    # was printed whole, its ?api_key=... included, into git diff's output and CI logs.
+    secret = "sk-show-0123456789abcdefXYZ"
+    headers = (
+        ("location", f"https://cb.example.test/next?api_key={secret}&n=1"),
+        ("link", f"<https://api.example.test/p2?access_token={secret}>; rel=next"),
+    )
+    path = write_cassette(
+        tmp_path / "c.jsonl",
+        [
+            Exchange(
+                "GET",
+                "https://api.example.test/v1",
+                (("referer", f"https://app.example.test/?password={secret}"),),
+                status=302,
+                response_headers=headers,
+            )
+        ],
+    )
+    page = tmp_path / "c.html"
+    result = run(capsys, "show", *{"--html": [how, page], "": []}.get(how, [how]), path)
+    assert result.code == 0, result
+    printed = result.out + result.err + (page.read_text() if how == "--html" else "")
+    assert secret not in printed
+    assert ("api_key=" in printed) == bool(how)  # (the list prints no header)
