@@ -208,6 +208,13 @@ class CassetteSession:
             session._users += 1
         return CassetteUser(session, config, can_record)
 
+    def fail_rerecording(self) -> None:
+        """Mark a re-recording (mode "all") incomplete: when the last user leaves, the old
+        cassette is kept.  Nothing happens in the other modes (appends already written stay)."""
+        if self.mode is RecordMode.ALL:
+            with _REGISTRY_LOCK:
+                self._failed = True
+
     def _leave(self, failed: bool) -> None:
         with _REGISTRY_LOCK:
             self._failed = self._failed or failed
@@ -482,10 +489,17 @@ class CassetteUser:
         for every secret the session knows.  `decoder` decoded the response body: one it had to
         keep encoded is refused while a secret may be in it (`check_redactable`)."""
         redactor = self._secrets.redactor
-        with advised(self.config.advice):
-            if decoder is not None:
-                check_redactable(decoder, redactor)
-            return prepare(captured, self.config, redactor)
+        try:
+            with advised(self.config.advice):
+                if decoder is not None:
+                    check_redactable(decoder, redactor)
+                return prepare(captured, self.config, redactor)
+        except BaseException:
+            # An exchange that was sent but cannot be written leaves a re-recording without
+            # it: the re-recording is incomplete, so the old cassette is kept when it ends,
+            # even if the caller caught this error and closes cleanly.
+            self.session.fail_rerecording()
+            raise
 
     def commit(self, plan: Plan, exchange: Exchange | None, *, wait: bool = True) -> bool:
         """Append `exchange` to the cassette and index it as played (blocking file I/O).

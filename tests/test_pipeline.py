@@ -679,3 +679,33 @@ def test_a_stream_through_capture_refused_by_the_pipeline_still_closes_the_respo
     assert body.closed
     assert [type(e) for e in transport.raised] == [UnwritableExchangeError]
     assert not path.exists()
+
+
+@pytest.mark.parametrize("raised", [ValueError("the hook broke"), "unwritable"])
+def test_a_rerecording_whose_exchange_could_not_be_written_keeps_the_old_cassette(
+    tmp_path: Path, raised: Any
+) -> None:
+    """Mode "all": an exchange the pipeline could not write (the hook raised, or its result
+    is unwritable) leaves the re-recording incomplete, even when the caller catches the error
+    and closes cleanly: the old cassette is kept, never replaced without that exchange."""
+    path = tmp_path / "c.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text=request.url.path))
+    with httpx.Client(transport=RecordingTransport(path, outer=outer, mode="new_episodes")) as c:
+        c.get("https://api.example.test/a")
+        c.get("https://api.example.test/b")
+    before = path.read_bytes()
+
+    def hook(exchange: Exchange) -> Exchange:
+        if exchange.url.endswith("/b"):
+            if isinstance(raised, Exception):
+                raise raised
+            return dataclasses.replace(exchange, status=0)
+        return exchange
+
+    transport = RecordingTransport(path, outer=outer, mode="all", rules=Rules(before_record=hook))
+    with httpx.Client(transport=transport) as client:
+        client.get("https://api.example.test/a")
+        with pytest.raises(Exception):  # noqa: B017 - the hook's own error or ours
+            client.get("https://api.example.test/b")
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob("*.recording"))
