@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 import httpx
 
 from ._config import CassetteConfig, CassetteOptions, resolve_config
-from ._core import RecordMode
 from ._exceptions import (
     CassetteError,
     ConfigurationError,
@@ -26,9 +25,10 @@ from ._exceptions import (
     hidden_in_tracebacks,
 )
 from ._format import Exchange
+from ._front_end import CassetteFrontEnd
 from ._libraries import HttpLibrary, library_of
 from ._matching import RequestData
-from ._session import CassetteSession, CassetteUser, Plan
+from ._session import Plan
 
 if TYPE_CHECKING:
     import httpx2
@@ -92,7 +92,7 @@ class _Commit:
 _Step = _Send | _Read | _Close | _Commit
 
 
-class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseTransport):
     """An httpx transport that replays exchanges from a cassette and records new ones.
 
     One instance serves sync and async clients of httpx and of httpx2; `outer` must be of the
@@ -159,55 +159,8 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
             raise ConfigurationError(
                 f"the cassette path {path!r} holds a NUL character; give a plain file name"
             )
-        self._user: CassetteUser = CassetteSession.open(path, config, can_record=outer is not None)
+        self._open(path, config, can_record=outer is not None)
         self._outer = outer
-        self._config = config
-        self._closed = False
-        #: Every `CassetteError` this transport raised, in order, even if the caller caught it.
-        self.raised: list[CassetteError] = []
-        #: How many requests went to `passthrough_hosts` (sent on, never matched or written).
-        self.passed_through = 0
-
-    # --- public state ----------------------------------------------------------------------
-
-    @property
-    def config(self) -> CassetteConfig:
-        """The transport's configuration, with the effective mode."""
-        return self._config
-
-    @property
-    def path(self) -> str:
-        """The cassette file."""
-        return str(self._user.path)
-
-    @property
-    def mode(self) -> RecordMode:
-        """The effective mode (after `SAKURA_HTTP_RECORD`)."""
-        return self._user.mode
-
-    @property
-    def appended(self) -> int:
-        """How many exchanges this transport has written."""
-        return self._user.appended
-
-    @property
-    def exchanges(self) -> list[Exchange]:
-        """The cassette's exchanges in file order, as this run holds them: those loaded, then
-        those recorded so far (in mode "all", only those recorded so far).  A copy: changing
-        it changes nothing.  Every transport of the cassette shares them (see `play_count`)."""
-        return list(self._user.session.exchanges)
-
-    @property
-    def play_count(self) -> int:
-        """How many answers the cassette's session has replayed in this run: every transport,
-        SDK client, fixture and proxy on the cassette file counts, a repeat (`allow_repeats`)
-        counts again, a recorded exchange does not.  vcrpy's ``cassette.play_count``."""
-        return self._user.session.replays
-
-    def unplayed(self) -> list[Exchange]:
-        """Recorded exchanges that no request has played yet, in cassette order (none left:
-        vcrpy's ``cassette.all_played``)."""
-        return self._user.unplayed()
 
     def __repr__(self) -> str:
         return f"<RecordingTransport {self.path!r} mode={self.mode.value!r}>"
@@ -216,12 +169,6 @@ class RecordingTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
 
     def _refuse_closed(self) -> None:
         raise RuntimeError(f"{self!r} is closed; build a new transport to send requests")
-
-    def _note_error(self, exc: BaseException) -> None:
-        """Note a `CassetteError` the transport raised, in `raised`: both handlers do for what
-        they raise, and a `stream_through` response for what its reading raises later."""
-        if isinstance(exc, CassetteError):
-            self.raised.append(exc)
 
     def _outer_for(self, method: str, request: Any) -> Any:
         outer = self._outer

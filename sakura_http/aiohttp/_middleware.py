@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 import aiohttp
 
 from .._config import CassetteConfig, CassetteOptions, resolve_config
-from .._core import RecordMode
 from .._exceptions import CassetteError, ConfigurationError, hidden_in_tracebacks
 from .._format import Exchange, FaultInfo, header_text
+from .._front_end import CassetteFrontEnd
 from .._matching import RequestData, canonical_url
-from .._session import CassetteSession, CassetteUser, Plan
+from .._session import Plan
 from .._streams import ReplayStream
 from ._advice import AiohttpAdvice
 from ._response import replayed_response
@@ -54,7 +54,7 @@ _FAULTS: dict[str, type[aiohttp.ClientConnectionError]] = {
 }
 
 
-class RecordingMiddleware:
+class RecordingMiddleware(CassetteFrontEnd):
     """An aiohttp client middleware that replays exchanges from a cassette and records new ones.
 
     Give it to a session::
@@ -99,44 +99,7 @@ class RecordingMiddleware:
                 "RecordingMiddleware reads a live body whole before handing it on: "
                 "stream_through=True is not supported with aiohttp; drop it"
             )
-        self._user: CassetteUser = CassetteSession.open(path, config, can_record=True)
-        self._config = config
-        self._closed = False
-        #: Every `CassetteError` this middleware raised, in order, even if the caller caught it.
-        self.raised: list[CassetteError] = []
-        #: How many requests went to `passthrough_hosts` (sent on, never matched or written).
-        self.passed_through = 0
-
-    # --- public state ----------------------------------------------------------------------
-
-    @property
-    def config(self) -> CassetteConfig:
-        """The middleware's configuration, with the effective mode."""
-        return self._config
-
-    @property
-    def path(self) -> str:
-        """The cassette file."""
-        return str(self._user.path)
-
-    @property
-    def mode(self) -> RecordMode:
-        """The effective mode (after `SAKURA_HTTP_RECORD`)."""
-        return self._user.mode
-
-    @property
-    def appended(self) -> int:
-        """How many exchanges this middleware has written."""
-        return self._user.appended
-
-    @property
-    def play_count(self) -> int:
-        """How many answers the cassette's session has replayed in this run."""
-        return self._user.session.replays
-
-    def unplayed(self) -> list[Exchange]:
-        """Recorded exchanges that no request has played yet, in cassette order."""
-        return self._user.unplayed()
+        self._open(path, config, can_record=True)
 
     def __repr__(self) -> str:
         return f"<RecordingMiddleware {self.path!r} mode={self.mode.value!r}>"
@@ -169,7 +132,7 @@ class RecordingMiddleware:
                 return self._replay(request, plan.exchange)
             return await self._record(request, data, plan, handler)
         except CassetteError as exc:
-            self.raised.append(exc)
+            self._note_error(exc)
             raise
 
     def _replay(self, request: aiohttp.ClientRequest, exchange: Exchange) -> aiohttp.ClientResponse:

@@ -38,11 +38,11 @@ from urllib3.exceptions import ProtocolError, ReadTimeoutError
 from urllib3.exceptions import SSLError as Urllib3SSLError
 
 from .._config import DEFAULT_CHUNK_SIZE, CassetteConfig, CassetteOptions, resolve_config
-from .._core import RecordMode
 from .._exceptions import CassetteError, hidden_in_tracebacks
 from .._format import Exchange, FaultInfo, Headers, header_text
+from .._front_end import CassetteFrontEnd
 from .._matching import RequestData, canonical_url
-from .._session import CassetteSession, CassetteUser, Plan
+from .._session import Plan
 from .._streams import ReplayStream, TeeStream
 from ._advice import RequestsAdvice
 
@@ -82,7 +82,7 @@ _FAULTS: dict[str, type[requests.exceptions.RequestException]] = {
 }
 
 
-class RecordingAdapter(requests.adapters.BaseAdapter):
+class RecordingAdapter(CassetteFrontEnd, requests.adapters.BaseAdapter):
     """A requests transport adapter that replays exchanges from a cassette and records new ones.
 
     Mount it on a session for the URL prefixes it serves::
@@ -125,36 +125,10 @@ class RecordingAdapter(requests.adapters.BaseAdapter):
         if config is None and "advice" not in options:
             options["advice"] = RequestsAdvice()
         config = resolve_config("RecordingAdapter()", config, options, environ)
-        self._user: CassetteUser = CassetteSession.open(path, config, can_record=True)
-        self._config = config
+        self._open(path, config, can_record=True)
         self._outer = outer
-        self._closed = False
-        #: Every `CassetteError` this adapter raised, in order, even if the caller caught it.
-        self.raised: list[CassetteError] = []
-        #: How many requests went to `passthrough_hosts` (sent on, never matched or written).
-        self.passed_through = 0
 
     # --- public state ----------------------------------------------------------------------
-
-    @property
-    def config(self) -> CassetteConfig:
-        """The adapter's configuration, with the effective mode."""
-        return self._config
-
-    @property
-    def path(self) -> str:
-        """The cassette file."""
-        return str(self._user.path)
-
-    @property
-    def mode(self) -> RecordMode:
-        """The effective mode (after `SAKURA_HTTP_RECORD`)."""
-        return self._user.mode
-
-    @property
-    def appended(self) -> int:
-        """How many exchanges this adapter has written."""
-        return self._user.appended
 
     @property
     def outer(self) -> requests.adapters.BaseAdapter:
@@ -162,16 +136,6 @@ class RecordingAdapter(requests.adapters.BaseAdapter):
         if self._outer is None:
             self._outer = requests.adapters.HTTPAdapter()
         return self._outer
-
-    @property
-    def play_count(self) -> int:
-        """How many answers the cassette's session has replayed in this run (every user of
-        the cassette counts; see `RecordingTransport.play_count`)."""
-        return self._user.session.replays
-
-    def unplayed(self) -> list[Exchange]:
-        """Recorded exchanges that no request has played yet, in cassette order."""
-        return self._user.unplayed()
 
     def __repr__(self) -> str:
         return f"<RecordingAdapter {self.path!r} mode={self.mode.value!r}>"
@@ -211,10 +175,6 @@ class RecordingAdapter(requests.adapters.BaseAdapter):
         except CassetteError as exc:
             self._note_error(exc)
             raise
-
-    def _note_error(self, exc: BaseException) -> None:
-        if isinstance(exc, CassetteError):
-            self.raised.append(exc)
 
     def _replay(self, exchange: Exchange, request: requests.PreparedRequest) -> requests.Response:
         if exchange.error is not None:
