@@ -40,6 +40,8 @@ class Upstream:
     ca_file: Path | None = None
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
+    #: Set when the reader of a /forever stream closed the connection.
+    reader_gone: threading.Event = field(default_factory=threading.Event)
 
     @property
     def port(self) -> int:
@@ -108,6 +110,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.flush()
             self.close_connection = True
+        elif path == "/forever":  # a stream that ends only when its reader goes away
+            self._forever()
         elif path == "/wait":  # answers once the test sets `release`
             self.server.state.release.wait(HANG_GUARD)
             self._reply(200, b"released", "text/plain")
@@ -131,6 +135,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
+
+    def _forever(self) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        try:
+            for _ in range(int(HANG_GUARD / 0.02)):
+                self.wfile.write(b"5\r\ntick\n\r\n")
+                self.wfile.flush()
+                threading.Event().wait(0.02)
+        except OSError:  # the reader closed the connection
+            self.server.state.reader_gone.set()
+        self.close_connection = True
 
     def log_message(self, format: str, *args: object) -> None:
         pass

@@ -276,7 +276,8 @@ def test_head_204_and_304_carry_no_body(tmp_path: Path, upstream: Upstream) -> N
                 ("/v1/x", "HEAD", 200),
             ):
                 request = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                answer = raw_exchange(proxy.port, request.encode())
+                # No half-close: while recording, a client that shuts its side is gone.
+                answer = raw_exchange(proxy.port, request.encode(), shut=False)
                 head, _, body = answer.partition(b"\r\n\r\n")
                 assert head.startswith(b"HTTP/1.1 %d" % status)
                 assert body == b""
@@ -652,10 +653,11 @@ def test_the_refusal_says_why(tmp_path: Path, upstream: Upstream) -> None:
 def test_equal_duplicate_lengths_are_one_length(tmp_path: Path, upstream: Upstream) -> None:
     # RFC 9110 section 8.6 lets a recipient take `5, 5` as 5: there is nothing to disagree on.
     data = (
-        b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n\r\nhello"
+        b"POST /v1/a HTTP/1.1\r\nHost: x\r\nContent-Length: 5, 5\r\nContent-Length: 5\r\n"
+        b"Connection: close\r\n\r\nhello"
     )
     with serve(tmp_path / "same.jsonl", upstream=upstream.url, mode="new_episodes") as proxy:
-        answer = raw_exchange(proxy.port, data)
+        answer = raw_exchange(proxy.port, data, shut=False)
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert [e["body"] for e in exchanges(tmp_path / "same.jsonl")] == ["hello"]
 
@@ -1128,3 +1130,46 @@ def test_named_upstreams_are_served_under_their_prefixes(tmp_path: Path) -> None
 def test_named_upstreams_are_checked(tmp_path: Path, upstream: Any, message: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         start(tmp_path / "a.jsonl", upstream=upstream)
+
+
+# --- a client that goes away while its answer is recorded --------------------------------------
+
+
+def test_a_client_leaving_a_recording_frees_both_sockets_at_once(
+    tmp_path: Path, upstream: Upstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    cassette = tmp_path / "left.jsonl"
+    caplog.set_level(logging.WARNING, "sakura_http.proxy")
+    with serve(cassette, upstream=upstream.url, mode="new_episodes", shutdown_timeout=0.5) as proxy:
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock:
+            sock.sendall(b"GET /forever HTTP/1.1\r\nHost: x\r\n\r\n")
+            while not upstream.requests:  # the request reached the upstream
+                threading.Event().wait(0.01)
+        # The client is gone: the proxy cancels the upstream request, which closes its socket.
+        assert upstream.reader_gone.wait(HANG_GUARD)
+        with client(proxy.url) as http:
+            assert http.get("/v1/after").status_code == 200
+        server = proxy._prepared.server
+    assert server.cancelled == 0  # nothing was left in flight for the shutdown to cut off
+    assert [line["url"] for line in exchanges(cassette)] == [f"{upstream.url}/v1/after"]
+    assert "went away while its answer was being recorded; nothing recorded" in caplog.text
+
+
+def test_a_request_pipelined_while_one_is_recorded_is_served_next(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    cassette = tmp_path / "pipelined.jsonl"
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
+    ):
+        sock.sendall(b"GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+        while not upstream.requests:  # the first is being recorded
+            threading.Event().wait(0.01)
+        # Read by the proxy while it watches the client, and kept for the next cycle.
+        sock.sendall(b"GET /v1/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        threading.Event().wait(0.05)
+        upstream.release.set()
+        answer = read_until_closed(sock)
+    assert answer.count(b"HTTP/1.1 200 ") == 2
+    assert [line["url"].rsplit("/", 1)[1] for line in exchanges(cassette)] == ["wait", "next"]

@@ -177,8 +177,7 @@ def test_a_websocket_upgrade_is_answered_501_and_not_forwarded(
         serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
         socket.create_connection(("127.0.0.1", proxy.port), timeout=HANG_GUARD) as sock,
     ):
-        sock.sendall(WEBSOCKET + b"GET /v1/next HTTP/1.1\r\nHost: x\r\n\r\n")
-        sock.shutdown(socket.SHUT_WR)
+        sock.sendall(WEBSOCKET + b"GET /v1/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         got = read_until_closed(sock)
     head, _, rest = got.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 501 ")

@@ -559,34 +559,90 @@ class ProxyServer:
         head: bool,
     ) -> None:
         """Forward `request` (`data` as recorded), record the answer and replay it, or tee it
-        to the client as it arrives (`stream_through`)."""
-        recorder = user.recorder(data, str(request.url))
+        to the client as it arrives (`stream_through`).
+
+        Until the answer is recorded the client is not written to, so it is watched instead:
+        if it closes the connection (it gave up), the upstream request is cancelled at once,
+        nothing is recorded, and both sockets are freed.  (With `stream_through` a client that
+        leaves is noticed when a chunk cannot be sent, and a truncated exchange is recorded.)"""
         method, url = request.method, str(request.url)
+        if self.config.stream_through:
+            recorder = user.recorder(data, url)
+            response = await self._upstream(user, data, plan, request)
+            if isinstance(response, httpx.TransportError):
+                await self._fail(wire, method, url, response)
+                return
+            raw_headers, charset = header_text(response.headers.raw)
+            recorder.start(response.status_code, raw_headers, charset)
+            await self._tee(wire, user, plan, recorder, response, head)
+            return
+        gone = False
+        answer: Exchange | Exception | None = None
+        async with anyio.create_task_group() as group:
+
+            async def watch() -> None:
+                nonlocal gone
+                await wire.until_closed()
+                gone = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(watch)
+            answer = await self._fetch(user, data, plan, request)
+            group.cancel_scope.cancel()  # done: stop watching before answering
+        if gone:
+            logger.warning(
+                "sakura-http proxy: %s went away while its answer was being recorded; nothing "
+                "recorded for %s %s, and the upstream request was cancelled",
+                wire.peer,
+                method,
+                url,
+            )
+            raise ClientGone("it closed the connection before its answer was ready")
+        assert answer is not None
+        if isinstance(answer, Exception):
+            await self._fail(wire, method, url, answer)
+            return
+        # The client gets the response as the server sent it; only the cassette is redacted.
+        await self._replay(wire, answer, head)
+
+    async def _upstream(
+        self, user: CassetteUser, data: RequestData, plan: Plan, request: httpx.Request
+    ) -> httpx.Response | httpx.TransportError:
+        """The upstream's response to `request`, or the error sending it (recorded as a fault
+        exchange under `record_errors`)."""
         try:
-            response = await self._send_upstream(request)
+            return await self._send_upstream(request)
         except httpx.TransportError as exc:
             fault = user.fault_exchange(data, exc)
             if fault is not None:
-                await user.acommit(plan, fault)
-            await self._fail(wire, method, url, exc)
-            return
+                with anyio.CancelScope(shield=True):
+                    await user.acommit(plan, fault)
+            return exc
+
+    async def _fetch(
+        self, user: CassetteUser, data: RequestData, plan: Plan, request: httpx.Request
+    ) -> Exchange | Exception:
+        """Forward `request`, read and record the whole answer: the live exchange to send the
+        client, or the error to answer it with.  Cancelled (the client left), it records
+        nothing and closes the upstream response."""
+        recorder = user.recorder(data, str(request.url))
+        response = await self._upstream(user, data, plan, request)
+        if isinstance(response, httpx.TransportError):
+            return response
         raw_headers, charset = header_text(response.headers.raw)
         recorder.start(response.status_code, raw_headers, charset)
-        if self.config.stream_through:
-            await self._tee(wire, user, plan, recorder, response, head)
-            return
         try:
             async for raw in _body(response):
                 recorder.feed(raw)
             exchange = recorder.finish()
         except (BodyTooLargeError, httpx.TransportError) as exc:
-            await self._fail(wire, method, url, exc)
-            return
+            return exc
         finally:
-            await response.aclose()
-        await user.acommit(plan, exchange)
-        # The client gets the response as the server sent it; only the cassette is redacted.
-        await self._replay(wire, recorder.live(), head)
+            with anyio.CancelScope(shield=True):  # also when the client left: free the socket
+                await response.aclose()
+        with anyio.CancelScope(shield=True):  # read in full: recorded even if the client left
+            await user.acommit(plan, exchange)
+        return recorder.live()
 
     async def _tee(
         self,

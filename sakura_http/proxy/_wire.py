@@ -30,6 +30,7 @@ import anyio
 import anyio.abc
 import h11
 import httpx
+from anyio.streams.tls import TLSStream
 
 from .._exceptions import (
     BodyTooLargeError,
@@ -327,6 +328,24 @@ class Wire:
                 return
             self.h11.send_failed()
             raise ClientGone(f"it left its answer unread for {self.timeouts.idle:g} s")
+
+    async def until_closed(self) -> None:
+        """Return once the client has closed the connection, and wait for ever while it stays.
+
+        The end of the stream means the client is gone (one that shuts down only its sending
+        side counts as gone too, as it does for nginx and Go's server).  Bytes it sends
+        meanwhile (a pipelined request) are kept for h11's next cycle, and watching stops
+        there.  Inside a TLS tunnel nothing is watched: reading there while the answer is
+        being prepared could interleave with TLS's own messages, so a client that leaves is
+        noticed when its answer cannot be sent."""
+        if isinstance(self.stream, TLSStream):
+            await anyio.sleep_forever()
+        try:
+            data = await self.stream.receive(_READ_SIZE)
+        except _CLIENT_GONE:
+            return
+        self.h11.receive_data(data)
+        await anyio.sleep_forever()
 
     async def linger(self) -> None:
         """Close gently after an early answer: stop sending, then read and drop what the client
