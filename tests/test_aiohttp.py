@@ -405,9 +405,11 @@ async def test_a_body_echoing_its_own_secret_query_value_replays(
     # Written with the echo as <redacted>, it must match as written (it missed on replay).
     secret = "sk-query-echo-0123456789abcdef"
     url, body = f"{server.url}/items?api_key={secret}", {"key": secret}
-    async with opened(cassette, mode="new_episodes") as (_, session):
-        async with session.post(url, json=body) as live:
-            assert live.status == 200
+    async with (
+        opened(cassette, mode="new_episodes") as (_, session),
+        session.post(url, json=body) as live,
+    ):
+        assert live.status == 200
     assert secret not in cassette.read_text()
     async with opened(cassette) as (_, session), session.post(url, json=body) as again:
         assert again.status == 200
