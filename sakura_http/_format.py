@@ -26,12 +26,23 @@ import binascii
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
 from ._exceptions import CassetteFormatError, UnwritableExchangeError
+from ._exchange import (
+    Exchange,
+    FaultInfo,
+    FieldError,
+    Headers,
+    check_chunks,
+    check_names,
+    check_timings,
+    unspellable_name,
+)
+from ._exchange import new_exchange as new_exchange  # re-exported: the recorder builds with it
 from ._shown import shown_value
 from ._value import Value
 
@@ -60,8 +71,6 @@ __all__ = [
 SCHEMA_VERSION = "1.0"
 RERECORD_HINT = "re-record it with `pytest --record-all` (or delete it and run `pytest --record`)"
 
-Headers = tuple[tuple[str, str], ...]
-
 #: How response header values are spelled as text: UTF-8 unless a value is not valid UTF-8.
 _CHARSETS = ("utf-8", "latin-1")
 
@@ -73,97 +82,6 @@ _KNOWN_FIELDS = frozenset(
         "id", "error", "chunks", "truncated", "timings_ms", "response_header_charset",
     }
 )  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class FaultInfo(Value):
-    """A recorded transport failure: `type` names an httpx.TransportError subclass."""
-
-    type: str
-    message: str
-
-
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class Exchange(Value):
-    """One recorded request and its response (or its transport failure).
-
-    Header names are lower-case; order and repeats are kept.  `status` is None only for a
-    fault exchange (`error` set).  `chunks` holds the sizes of the chunks the response body
-    arrived in, `timings_ms` their arrival offsets; `truncated` marks a stream the caller closed
-    before its end.  `response_header_charset` says how the response header values spell their
-    bytes ("utf-8", or "latin-1" when one of them is not UTF-8; see `header_bytes`).  `extra`
-    holds fields this version does not know, written back unchanged.
-    """
-
-    method: str
-    url: str
-    headers: Headers = ()
-    body: bytes = b""
-    status: int | None = 200
-    response_headers: Headers = ()
-    response_body: bytes = b""
-    error: FaultInfo | None = None
-    id: str | None = None
-    chunks: tuple[int, ...] | None = None
-    truncated: bool = False
-    timings_ms: tuple[float, ...] | None = None
-    response_header_charset: str = "utf-8"
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-
-def new_exchange(
-    method: str,
-    url: str,
-    headers: Headers,
-    body: bytes,
-    status: int | None,
-    response_headers: Headers,
-    response_body: bytes,
-    chunks: tuple[int, ...] | None = None,
-    truncated: bool = False,
-    timings_ms: tuple[float, ...] | None = None,
-    response_header_charset: str = "utf-8",
-    id: str | None = None,
-) -> Exchange:
-    """`Exchange(...)` (no error or extra fields) for the paths that make one per exchange:
-    loading a cassette, recording.  A frozen dataclass sets each field through
-    `object.__setattr__`, looked up anew for every field; the fields' own slot setters cost a
-    third of that.  (A test holds both ways equal.)"""
-    exchange = _new(Exchange)
-    _set_method(exchange, method)
-    _set_url(exchange, url)
-    _set_headers(exchange, headers)
-    _set_body(exchange, body)
-    _set_status(exchange, status)
-    _set_response_headers(exchange, response_headers)
-    _set_response_body(exchange, response_body)
-    _set_error(exchange, None)
-    _set_id(exchange, id)
-    _set_chunks(exchange, chunks)
-    _set_truncated(exchange, truncated)
-    _set_timings_ms(exchange, timings_ms)
-    _set_response_header_charset(exchange, response_header_charset)
-    _set_extra(exchange, {})
-    return exchange
-
-
-_new = object.__new__
-(
-    _set_method,
-    _set_url,
-    _set_headers,
-    _set_body,
-    _set_status,
-    _set_response_headers,
-    _set_response_body,
-    _set_error,
-    _set_id,
-    _set_chunks,
-    _set_truncated,
-    _set_timings_ms,
-    _set_response_header_charset,
-    _set_extra,
-) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
 
 
 @dataclass(slots=True, eq=False, repr=False)  # ==, repr: Value's
@@ -261,10 +179,6 @@ def encode_exchange(exchange: Exchange) -> bytes:
 # --- decoding -----------------------------------------------------------------------------
 
 
-class _Bad(Exception):
-    """A field problem inside one line; turned into CassetteFormatError with the line number."""
-
-
 def _quoted(value: object) -> str:
     """`value` as a format error quotes it: never a credential, never a wall of text
     (`_shown.shown_value`, the one rule for every message)."""
@@ -325,7 +239,7 @@ def _load_json(line: bytes | memoryview) -> Any:
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        raise _Bad(f"not valid JSON ({exc})") from None
+        raise FieldError(f"not valid JSON ({exc})") from None
 
 
 def decode_header(
@@ -334,7 +248,7 @@ def decode_header(
     """Check the header line; a missing `schema_version` or a major version other than 1 fails."""
     try:
         obj = _load_json(line)
-    except _Bad as exc:
+    except FieldError as exc:
         raise CassetteFormatError(
             path, number, f"the header line is {exc}; {RERECORD_HINT}"
         ) from None
@@ -362,19 +276,19 @@ def decode_header(
 
 def _str(obj: dict[str, Any], key: str) -> str:
     if key not in obj:
-        raise _Bad(f"missing field {key!r}")
+        raise FieldError(f"missing field {key!r}")
     value = obj[key]
     if not isinstance(value, str):
-        raise _Bad(f"field {key!r} must be a string, not {type(value).__name__}")
+        raise FieldError(f"field {key!r} must be a string, not {type(value).__name__}")
     return value
 
 
 def _headers(obj: dict[str, Any], key: str) -> Headers:
     if key not in obj:
-        raise _Bad(f"missing field {key!r}")
+        raise FieldError(f"missing field {key!r}")
     value = obj[key]
     if not isinstance(value, list):
-        raise _Bad(f"field {key!r} must be a list of [name, value] pairs")
+        raise FieldError(f"field {key!r} must be a list of [name, value] pairs")
     pairs = []
     for item in value:
         if (
@@ -383,7 +297,7 @@ def _headers(obj: dict[str, Any], key: str) -> Headers:
             or not isinstance(item[0], str)
             or not isinstance(item[1], str)
         ):
-            raise _Bad(
+            raise FieldError(
                 f"field {key!r} must be a list of [name, value] string pairs, got {_quoted(item)}"
             )
         pairs.append((item[0].lower(), item[1]))
@@ -393,15 +307,15 @@ def _headers(obj: dict[str, Any], key: str) -> Headers:
 def _body(obj: dict[str, Any], key: str) -> bytes:
     b64 = key + "_b64"
     if key in obj and b64 in obj:
-        raise _Bad(f"fields {key!r} and {b64!r} are both present; keep one")
+        raise FieldError(f"fields {key!r} and {b64!r} are both present; keep one")
     if b64 in obj:
         value = obj[b64]
         if not isinstance(value, str):
-            raise _Bad(f"field {b64!r} must be a base64 string")
+            raise FieldError(f"field {b64!r} must be a base64 string")
         try:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError):
-            raise _Bad(f"field {b64!r} is not valid base64") from None
+            raise FieldError(f"field {b64!r} is not valid base64") from None
     return _str(obj, key).encode("utf-8")
 
 
@@ -415,26 +329,13 @@ def _numbers(
         isinstance(n, kind) and not isinstance(n, bool) and n >= 0  # type: ignore[operator]
         for n in value
     ):
-        raise _Bad(f"field {key!r} must be a list of non-negative numbers")
+        raise FieldError(f"field {key!r} must be a list of non-negative numbers")
     return tuple(value)
-
-
-def unspellable_name(headers: Headers) -> str | None:
-    """The first header name with a character outside Latin-1 (None: there is none).  A replay
-    sends names as Latin-1 bytes (`header_bytes`), so no response may hold such a name."""
-    if "".join([name for name, _ in headers]).isascii():
-        return None
-    for name, _ in headers:
-        try:
-            name.encode("latin-1")
-        except UnicodeEncodeError:
-            return name
-    return None
 
 
 def _check_latin1(charset: Any, headers: Headers) -> None:
     if charset != "latin-1":
-        raise _Bad(
+        raise FieldError(
             "field 'response_header_charset' must be \"latin-1\" if present, not "
             + _quoted(charset)
         )
@@ -442,36 +343,15 @@ def _check_latin1(charset: Any, headers: Headers) -> None:
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:
-            raise _Bad(
+            raise FieldError(
                 f"response header {_quoted(name)} has a character outside Latin-1, which "
                 "'response_header_charset': 'latin-1' cannot spell"
             ) from None
 
 
-def _check_names(headers: Headers) -> None:
-    name = unspellable_name(headers)
-    if name is not None:
-        raise _Bad(
-            f"response header name {_quoted(name)} has a character outside Latin-1, which no HTTP "
-            "response can carry"
-        )
-
-
-def _check_chunks(chunks: tuple[int, ...], body: bytes) -> None:
-    if sum(chunks) != len(body):
-        raise _Bad(
-            f"field 'chunks' adds up to {sum(chunks)} bytes but the response body has {len(body)}"
-        )
-
-
-def _check_timings(timings: tuple[float, ...], chunks: tuple[int, ...] | None) -> None:
-    if chunks is None or len(timings) != len(chunks):
-        raise _Bad("field 'timings_ms' needs one entry per entry of 'chunks'")
-
-
 def _exchange(obj: Any) -> Exchange:
     if not isinstance(obj, dict):
-        raise _Bad(f"an exchange must be a JSON object, not {type(obj).__name__}")
+        raise FieldError(f"an exchange must be a JSON object, not {type(obj).__name__}")
     error: FaultInfo | None = None
     if "error" in obj:
         raw = obj["error"]
@@ -480,7 +360,9 @@ def _exchange(obj: Any) -> Exchange:
             and isinstance(raw.get("type"), str)
             and isinstance(raw.get("message"), str)
         ):
-            raise _Bad('field "error" must be {"type": "<httpx error class>", "message": "..."}')
+            raise FieldError(
+                'field "error" must be {"type": "<httpx error class>", "message": "..."}'
+            )
         error = FaultInfo(raw["type"], raw["message"])
     has_response = error is None or "status" in obj
     status: int | None = None
@@ -488,28 +370,28 @@ def _exchange(obj: Any) -> Exchange:
     response_body = b""
     if has_response:
         if "status" not in obj:
-            raise _Bad("missing field 'status'")
+            raise FieldError("missing field 'status'")
         status = obj["status"]
         if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
-            raise _Bad(f"field 'status' must be an HTTP status code, got {_quoted(status)}")
+            raise FieldError(f"field 'status' must be an HTTP status code, got {_quoted(status)}")
         response_headers = _headers(obj, "response_headers")
-        _check_names(response_headers)
+        check_names(response_headers)
         response_body = _body(obj, "response_body")
     charset = obj.get("response_header_charset", "utf-8")
     if charset != "utf-8":
         _check_latin1(charset, response_headers)
     exchange_id = obj.get("id")
     if exchange_id is not None and not isinstance(exchange_id, str):
-        raise _Bad("field 'id' must be a string")
+        raise FieldError("field 'id' must be a string")
     truncated = obj.get("truncated", False)
     if not isinstance(truncated, bool):
-        raise _Bad("field 'truncated' must be true or false")
+        raise FieldError("field 'truncated' must be true or false")
     chunks = _numbers(obj, "chunks", int)
     if chunks is not None:
-        _check_chunks(chunks, response_body)
+        check_chunks(chunks, response_body)
     timings = _numbers(obj, "timings_ms", (int, float))
     if timings is not None:
-        _check_timings(timings, chunks)
+        check_timings(timings, chunks)
     return Exchange(
         method=_str(obj, "method"),
         url=_str(obj, "url"),
@@ -528,7 +410,7 @@ def _exchange(obj: Any) -> Exchange:
     )
 
 
-def _line_error(path: str | os.PathLike[str], number: int, exc: _Bad) -> CassetteFormatError:
+def _line_error(path: str | os.PathLike[str], number: int, exc: FieldError) -> CassetteFormatError:
     return CassetteFormatError(path, number, f"{exc}; fix the line or {RERECORD_HINT}")
 
 
@@ -538,7 +420,7 @@ def decode_exchange(
     """Decode one exchange line; any problem raises `CassetteFormatError` naming the line."""
     try:
         return _exchange(_load_json(line))
-    except _Bad as exc:
+    except FieldError as exc:
         raise _line_error(path, number, exc) from None
 
 
@@ -555,7 +437,7 @@ def read_back(exchange: Exchange) -> Exchange:
     """
     try:
         return _written_and_read(exchange)
-    except _Bad:
+    except FieldError:
         pass
     plain = Exchange("GET", "http://sakura-http.invalid/")
     names = ["error", *(f.name for f in dataclasses.fields(Exchange) if f.name != "error")]
@@ -563,7 +445,7 @@ def read_back(exchange: Exchange) -> Exchange:
         partial = dataclasses.replace(plain, **{n: getattr(exchange, n) for n in names[:count]})
         try:
             _written_and_read(partial)
-        except _Bad as exc:
+        except FieldError as exc:
             raise UnwritableExchangeError(name, str(exc)) from None
     raise AssertionError("the whole exchange was refused, so one of its fields is")
 
@@ -572,7 +454,7 @@ def _written_and_read(exchange: Exchange) -> Exchange:
     try:
         line = encode_exchange(exchange)
     except Exception as exc:  # any value a caller may have put in any field
-        raise _Bad(f"it cannot be written as JSON ({type(exc).__name__}: {exc})") from None
+        raise FieldError(f"it cannot be written as JSON ({type(exc).__name__}: {exc})") from None
     return _exchange(_load_json(line))
 
 
@@ -809,7 +691,7 @@ class CassetteParser:
         if not isinstance(item, Exchange):
             try:
                 item = self._from_line(item, self._shared, body, payload)
-            except _Bad as exc:
+            except FieldError as exc:
                 raise _line_error(self._path, number, exc) from None
         self._exchanges.append(item)
         self._numbers.append(number)

@@ -16,7 +16,7 @@ from typing import Annotated
 import msgspec
 from msgspec import DecodeError
 
-from ._format import Exchange, Headers, _check_chunks, _check_names, _check_timings, new_exchange
+from ._exchange import Exchange, Headers, check_chunks, check_names, check_timings, new_exchange
 
 __all__ = ["DecodeError", "Line", "decode_line", "from_line", "is_string_content", "open_string"]
 
@@ -77,7 +77,8 @@ def from_line(
     body: bytes | None = None,
     payload: bytes | None = None,
 ) -> Exchange:
-    """The exchange of a line `decode_line` accepted; raises `_Bad` where `_format._exchange` would.
+    """The exchange of a line `decode_line` accepted; raises `FieldError` where
+    `_format._exchange` would.
 
     A client sends the same request headers again and again: `shared` keeps one tuple of each,
     so the cassette holds one copy and matching computes each tuple's match headers once.
@@ -89,16 +90,16 @@ def from_line(
     names = "".join(map(_name, line.response_headers))
     response_headers = _lower(line.response_headers, names)
     if not names.isascii():  # (an ASCII name is ASCII lower-cased: a replay can send it)
-        _check_names(response_headers)
+        check_names(response_headers)
     if payload is None:
         payload = line.response_body.encode()
     chunks = timings = None
     if line.chunks is not msgspec.UNSET:
         chunks = line.chunks
-        _check_chunks(chunks, payload)
+        check_chunks(chunks, payload)
     if line.timings_ms is not msgspec.UNSET:
         timings = line.timings_ms
-        _check_timings(timings, chunks)
+        check_timings(timings, chunks)
     return new_exchange(
         line.method,
         line.url,

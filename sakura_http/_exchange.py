@@ -1,0 +1,158 @@
+"""The exchange, as data: `Exchange` (one recorded request and its response, or its transport
+failure, `FaultInfo`), `Headers`, and the rules its fields keep whoever decodes them: both
+decoders of the format, `_format` and its fast path `_format_fast`, check them here (a broken
+one raises `FieldError`, which the decoder turns into a `CassetteFormatError` naming the line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._shown import shown_value
+from ._value import Value
+
+__all__ = [
+    "Exchange",
+    "FaultInfo",
+    "FieldError",
+    "Headers",
+    "check_chunks",
+    "check_names",
+    "check_timings",
+    "new_exchange",
+    "unspellable_name",
+]
+
+Headers = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class FaultInfo(Value):
+    """A recorded transport failure: `type` names an httpx.TransportError subclass."""
+
+    type: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
+class Exchange(Value):
+    """One recorded request and its response (or its transport failure).
+
+    Header names are lower-case; order and repeats are kept.  `status` is None only for a
+    fault exchange (`error` set).  `chunks` holds the sizes of the chunks the response body
+    arrived in, `timings_ms` their arrival offsets; `truncated` marks a stream the caller closed
+    before its end.  `response_header_charset` says how the response header values spell their
+    bytes ("utf-8", or "latin-1" when one of them is not UTF-8; see `header_bytes`).  `extra`
+    holds fields this version does not know, written back unchanged.
+    """
+
+    method: str
+    url: str
+    headers: Headers = ()
+    body: bytes = b""
+    status: int | None = 200
+    response_headers: Headers = ()
+    response_body: bytes = b""
+    error: FaultInfo | None = None
+    id: str | None = None
+    chunks: tuple[int, ...] | None = None
+    truncated: bool = False
+    timings_ms: tuple[float, ...] | None = None
+    response_header_charset: str = "utf-8"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def new_exchange(
+    method: str,
+    url: str,
+    headers: Headers,
+    body: bytes,
+    status: int | None,
+    response_headers: Headers,
+    response_body: bytes,
+    chunks: tuple[int, ...] | None = None,
+    truncated: bool = False,
+    timings_ms: tuple[float, ...] | None = None,
+    response_header_charset: str = "utf-8",
+    id: str | None = None,
+) -> Exchange:
+    """`Exchange(...)` (no error or extra fields) for the paths that make one per exchange:
+    loading a cassette, recording.  A frozen dataclass sets each field through
+    `object.__setattr__`, looked up anew for every field; the fields' own slot setters cost a
+    third of that.  (A test holds both ways equal.)"""
+    exchange = _new(Exchange)
+    _set_method(exchange, method)
+    _set_url(exchange, url)
+    _set_headers(exchange, headers)
+    _set_body(exchange, body)
+    _set_status(exchange, status)
+    _set_response_headers(exchange, response_headers)
+    _set_response_body(exchange, response_body)
+    _set_error(exchange, None)
+    _set_id(exchange, id)
+    _set_chunks(exchange, chunks)
+    _set_truncated(exchange, truncated)
+    _set_timings_ms(exchange, timings_ms)
+    _set_response_header_charset(exchange, response_header_charset)
+    _set_extra(exchange, {})
+    return exchange
+
+
+_new = object.__new__
+(
+    _set_method,
+    _set_url,
+    _set_headers,
+    _set_body,
+    _set_status,
+    _set_response_headers,
+    _set_response_body,
+    _set_error,
+    _set_id,
+    _set_chunks,
+    _set_truncated,
+    _set_timings_ms,
+    _set_response_header_charset,
+    _set_extra,
+) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
+
+
+class FieldError(Exception):
+    """A field problem inside one line; turned into CassetteFormatError with the line number."""
+
+
+def unspellable_name(headers: Headers) -> str | None:
+    """The first header name with a character outside Latin-1 (None: there is none).  A replay
+    sends names as Latin-1 bytes (`header_bytes`), so no response may hold such a name."""
+    if "".join([name for name, _ in headers]).isascii():
+        return None
+    for name, _ in headers:
+        try:
+            name.encode("latin-1")
+        except UnicodeEncodeError:
+            return name
+    return None
+
+
+def check_names(headers: Headers) -> None:
+    name = unspellable_name(headers)
+    if name is not None:
+        raise FieldError(
+            f"response header name {shown_value(name)} has a character outside Latin-1, which no "
+            "HTTP response can carry"
+        )
+
+
+def check_chunks(chunks: tuple[int, ...], body: bytes) -> None:
+    if sum(chunks) != len(body):
+        raise FieldError(
+            f"field 'chunks' adds up to {sum(chunks)} bytes but the response body has {len(body)}"
+        )
+
+
+def check_timings(timings: tuple[float, ...], chunks: tuple[int, ...] | None) -> None:
+    if chunks is None or len(timings) != len(chunks):
+        raise FieldError("field 'timings_ms' needs one entry per entry of 'chunks'")
