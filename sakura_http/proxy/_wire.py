@@ -41,6 +41,7 @@ from .._exceptions import (
     RecordingForbidden,
 )
 from .._format import Headers
+from .._matching import HOP_BY_HOP_HEADERS
 from ._h2 import CLIENT_PREFACE_REST, first_stream, refusal
 
 __all__ = [
@@ -65,18 +66,9 @@ __all__ = [
 
 logger = logging.getLogger("sakura_http.proxy")
 
-#: Headers that concern one connection only (RFC 9110 7.6.1): never forwarded or answered.
-HOP_BY_HOP = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-    }
-)
+#: Headers that concern one connection only (RFC 9110 7.6.1): never forwarded or answered,
+#: as they are never matched (the engine's one list).
+HOP_BY_HOP = HOP_BY_HOP_HEADERS
 #: Request headers addressed to the proxy: neither recorded nor forwarded.
 TO_PROXY = frozenset({"proxy-connection", "proxy-authorization", "expect"})
 
