@@ -384,14 +384,17 @@ def test_patch_clients_writes_the_sdks_exchanges_under_the_llm_rules(
 
 def test_the_llm_rules_reach_the_providers_hosts_whatever_the_client() -> None:
     from sakura_http import Exchange
-    from sakura_http.pytest_plugin._llm_fixtures import PATCH_CLIENTS_RULES
+    from sakura_http.pytest_plugin._llm_fixtures import LLM_HOSTS, PATCH_CLIENTS_RULES
 
     hook = PATCH_CLIENTS_RULES.before_record
     assert hook is not None
     headers = (("date", "Mon, 30 Nov 2026 12:00:00 GMT"), ("x-request-id", "req_1"))
+    # The providers' own hosts are taken from the rule's list (only exchanges are built here:
+    # nothing is sent anywhere); the other URLs use loopback and reserved names.
+    providers = [(f"https://{host}/v1/messages", (), True) for host in sorted(LLM_HOSTS)]
+    assert len(providers) == 2
     for url, sent, scrubbed in [
-        ("https://api.anthropic.com/v1/messages", (), True),
-        ("https://api.openai.com/v1/chat/completions", (), True),
+        *providers,
         ("http://127.0.0.1:8000/v1/messages", (("user-agent", "AsyncAnthropic/Python 2"),), True),
         ("https://llm.example.test/openai", (("user-agent", "AzureOpenAI/Python 3"),), True),
         ("https://api.example.test/v1/items", (("user-agent", "python-httpx/0.28"),), False),

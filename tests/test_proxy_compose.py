@@ -39,6 +39,9 @@ def test_the_doc_points_at_the_example() -> None:
     assert "examples/proxy_compose/compose.yaml" in DOC.read_text()
 
 
+ALIAS = "sakura.test"
+
+
 def test_the_command_parses_and_listens_where_the_services_call() -> None:
     args = proxy_args()
     port = args.listen.rsplit(":", 1)[1]
@@ -52,11 +55,13 @@ def test_the_command_parses_and_listens_where_the_services_call() -> None:
     ]
     assert called
     for url in called:
-        match = re.fullmatch(rf"http://sakura:{port}/(\w+)", url)
+        match = re.fullmatch(rf"http://{ALIAS}:{port}/(\w+)", url)
         assert match is not None and match.group(1) in names, url
     for name, service in services().items():
         if name != "sakura":
             assert service["depends_on"]["sakura"]["condition"] == "service_healthy"
+    # The services call the proxy by a reserved name, its alias on the compose network.
+    assert services()["sakura"]["networks"]["default"]["aliases"] == [ALIAS]
 
 
 def test_the_health_check_probes_the_proxys_own_path() -> None:
