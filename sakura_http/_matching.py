@@ -476,7 +476,16 @@ def differences(
         out.append(f"method: request {request.method}, recorded {exchange.method}")
     if mine.url != theirs.url:
         shown = shown_url(mine.url, rules.secret_query), shown_url(theirs.url, rules.secret_query)
-        out.append(f"url: request {shown[0]}, recorded {shown[1]}")
+        line = f"url: request {shown[0]}, recorded {shown[1]}"
+        if shown[0] == shown[1]:  # only values `shown_url` hides differ: name their parameters
+            a, b = _query_fields(mine.url), _query_fields(theirs.url)
+            names = [f"`{n}`" for n in dict.fromkeys([*a, *b]) if a.get(n) != b.get(n)]
+            one = len(names) == 1
+            line += (
+                f" (the hidden value{'' if one else 's'} of query parameter{'' if one else 's'} "
+                f"{', '.join(names)} {'differs' if one else 'differ'})"
+            )
+        out.append(line)
     out.extend(_header_differences(mine.ordinary, theirs.ordinary, rules.secret))
     if mine.body != theirs.body:
         out.append("body differs:")

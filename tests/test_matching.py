@@ -278,6 +278,17 @@ def test_an_ignored_query_parameter_is_never_suggested_again() -> None:
     assert "ts=" not in text and '"ts"' not in text
 
 
+def test_a_url_differing_only_in_a_hidden_value_says_which_parameter() -> None:
+    # `session` is matched, but its value has a credential's shape, so the url line hides it:
+    # both sides then print alike, and the line must still say what differs.
+    url = "https://api.example.test/v1/items"
+    recorded = Exchange("GET", f"{url}?session=ab12cd34ef")
+    live = RequestData("GET", f"{url}?session=zz99yy88xx", (), b"", "api.example.test", 443)
+    text = explained(live, [recorded], ruled(Rules()))
+    assert "(the hidden value of query parameter `session` differs)" in text
+    assert "ab12cd34ef" not in text and "zz99yy88xx" not in text
+
+
 def test_a_header_scrubbed_by_a_regex_is_never_shown_as_a_difference() -> None:
     rules = Rules(scrub=[Scrub.regex(r"[\w.]+@[\w.]+", "<email>")])
     recorded = post(message(q="ada"), (*JSON, ("x-user", "<email>")))
