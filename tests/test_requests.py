@@ -118,6 +118,22 @@ def test_stream_through_hands_chunks_on_and_records_an_early_close_truncated(
     assert exchange.truncated and exchange.response_body == sse_events(1)[0]
 
 
+def test_stream_through_writes_no_secret_the_live_body_echoes(
+    cassette: Path, server: ClientServer
+) -> None:
+    # The tee hands the caller each chunk as it arrives; only what is written is redacted.
+    session = record(cassette, stream_through=True, secret_headers=["authorization"])
+    with (
+        session,
+        session.get(
+            f"{server.url}/me", headers={"Authorization": "Bearer sk-tee-0123456789"}, stream=True
+        ) as live,
+    ):
+        assert b"sk-tee-0123456789" in b"".join(live.iter_content(None))
+    text = cassette.read_text()
+    assert "sk-tee-0123456789" not in text and "<redacted>" in text
+
+
 def test_a_miss_names_the_nearest_exchange_and_the_fix(
     cassette: Path, server: ClientServer
 ) -> None:
