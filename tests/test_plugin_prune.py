@@ -157,6 +157,35 @@ def test_nothing_is_pruned_unless_every_test_ran_and_passed(
     assert cassette.read_bytes() == before
 
 
+def test_prune_says_why_it_keeps_a_cassette_no_test_played_at_all(
+    project: pytest.Pytester,
+) -> None:
+    """A cassette of which nothing was played is kept whole; the summary says so, instead of
+    blaming a blocker that does not exist."""
+    write_test(
+        project,
+        """
+import pytest
+
+@pytest.mark.cassette("shared.jsonl")
+def test_reads_only(sakura_cassette):
+    pass
+""",
+    )
+    cassette = project.path / "tests" / "fixtures" / "shared.jsonl"
+    before = cassette.read_bytes()
+    result = project.runpytest("--prune")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "tests/fixtures/shared.jsonl: 2 exchanges no test played",
+            "*no test played any exchange of it: --prune keeps it whole*delete the file*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("Not pruned*")
+    assert cassette.read_bytes() == before
+
+
 def test_prune_and_record_all_are_exclusive(project: pytest.Pytester) -> None:
     write_test(project, PLAYS_NEW)
     result = project.runpytest("--prune", "--record-all")

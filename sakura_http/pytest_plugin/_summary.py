@@ -89,10 +89,18 @@ def _summarize_dead(terminalreporter: Any, state: State) -> None:
             )
         if len(dead) > 5:
             terminalreporter.write_line(f"  ... and {len(dead) - 5} more")
+        if state.prune and not pruned and not state.ledger.blockers:
+            # prune_cassette leaves a cassette whole when none of it was played.
+            terminalreporter.write_line(
+                "  no test played any exchange of it: --prune keeps it whole (delete the file "
+                "if no test needs it)"
+            )
     if any(pruned for _, pruned in state.dead.values()):
         return
     blockers = state.ledger.blockers
     if state.prune:
+        if not blockers:
+            return
         shown = "; ".join(blockers[:3]) + (
             f"; and {len(blockers) - 3} more" if len(blockers) > 3 else ""
         )
