@@ -685,3 +685,29 @@ def test_a_token_in_a_redirect_location_query_is_advised_scrub_query() -> None:
     [advice] = [f.message for f in findings if f.check == "scrub"]
     assert 'Rules(scrub=[Scrub.query("sid")])' in advice
     assert 'Scrub.response_header("location")' not in advice
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"user": {"": "ada.lovelace@mail.example"}}',  # an empty key: no path spells it
+        b'{"user": {"e\\"mail": "ada.lovelace@mail.example"}}',  # a quote in the key
+        b'{"user": {"e\\\\mail": "ada.lovelace@mail.example"}}',  # a backslash in the key
+    ],
+)
+def test_the_suggested_scrub_is_python_the_engine_accepts(body: bytes) -> None:
+    """The advice is meant to be pasted: whatever the JSON keys, it is a Python expression
+    that builds the Rules it names (a key with a quote in it stays inside its string; a path
+    the engine cannot spell is not suggested)."""
+    import re
+
+    import sakura_http
+
+    exchange = items(response_headers=(("content-type", "application/json"),), response_body=body)
+    [advice] = [
+        f.message for f in lint_bytes(cassette_bytes([exchange]), "c.jsonl") if f.check == "scrub"
+    ]
+    suggested = re.search(r"Rules\(scrub=\[.*\]\)", advice)
+    assert suggested is not None, advice
+    namespace = {"sakura_http": sakura_http, **vars(sakura_http)}
+    assert isinstance(eval(suggested.group(), namespace), sakura_http.Rules)

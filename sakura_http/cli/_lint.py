@@ -473,7 +473,7 @@ def _random_looking(token: str) -> bool:
 def _strings(value: Any) -> Iterator[tuple[str | None, str]]:
     """(JSON path, string) for every string of a JSON value, in document order, list items
     written ``[*]``; the path is None where `Scrub.json` cannot spell it (the value itself, a
-    list at the top, a key holding ``.``, ``[`` or ``]``)."""
+    list at the top, an empty key, a key holding ``.``, ``[`` or ``]``)."""
     stack: list[tuple[Any, str | None]] = [(value, "")]  # "": the top, None: unspellable
     while stack:
         node, where = stack.pop()
@@ -482,7 +482,7 @@ def _strings(value: Any) -> Iterator[tuple[str | None, str]]:
         elif isinstance(node, dict):
             children: list[tuple[Any, str | None]] = []
             for key, item in node.items():
-                if where is None or "." in key or "[" in key or "]" in key:
+                if where is None or not key or "." in key or "[" in key or "]" in key:
                     children.append((item, None))
                 else:
                     children.append((item, f"{where}.{key}" if where else key))
@@ -531,11 +531,11 @@ def _scrub_candidates(
             # (a redirect's location too: Scrub.query reaches it and the URL it leads to)
             query = _query_name(text, value) if field in _URL_FIELDS else None
             if where:
-                scrub = f'Scrub.json("{where}")'
+                scrub = f"Scrub.json({_quoted(where)})"
             elif query is not None:
-                place, scrub = f"query parameter {query}", f'Scrub.query("{query}")'
+                place, scrub = f"query parameter {query}", f"Scrub.query({_quoted(query)})"
             elif field.startswith("response_headers."):
-                scrub = f'Scrub.response_header("{field.partition(".")[2]}")'
+                scrub = f"Scrub.response_header({_quoted(field.partition('.')[2])})"
             elif what == "an e-mail address":
                 scrub = 'Scrub.regex(sakura_http.EMAIL_PATTERN, "<email>")'
             else:
@@ -543,6 +543,12 @@ def _scrub_candidates(
                 fixed = prefix.group() if prefix else value[:6]
                 scrub = f'Scrub.regex(r"{re.escape(fixed)}[A-Za-z0-9_-]+")'
             yield what, value, place, scrub
+
+
+def _quoted(text: str) -> str:
+    """`text` as a Python string literal in double quotes, for advice meant to be pasted (a
+    JSON key or query parameter name may hold a quote or a backslash)."""
+    return orjson.dumps(text).decode()
 
 
 _URL_FIELDS = frozenset({"url", "response_headers.location", "response_headers.content-location"})
