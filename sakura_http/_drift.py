@@ -38,7 +38,7 @@ from typing import Any, Literal
 import orjson
 
 from ._format import Exchange
-from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS
+from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS, _is_json
 from ._rules import LLM_VOLATILE_RESPONSE_HEADERS
 
 __all__ = [
@@ -243,10 +243,6 @@ def _media_type(headers: Iterable[tuple[str, str]]) -> str:
         if name.lower() == "content-type":
             return value.partition(";")[0].strip().lower()
     return ""
-
-
-def _is_json(media_type: str) -> bool:
-    return media_type == "application/json" or media_type.endswith("+json")
 
 
 def _kind(value: Any) -> str:
