@@ -73,6 +73,8 @@ def prepare(captured: Exchange, config: CassetteConfig, redactor: Redactor) -> E
     if not rules:
         return exchange
     exchange = apply_scrubs(exchange, rules)
+    if rules.before_record is None:
+        return exchange
     extra = copy.deepcopy(exchange.extra) if exchange.extra else {}  # (a hook may edit it in place)
     hooked = run_before_record(exchange, rules)
     if hooked is None or (hooked is exchange and hooked.extra == extra):
