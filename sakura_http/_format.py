@@ -149,14 +149,14 @@ def encode_exchange(exchange: Exchange) -> bytes:
         name = unspellable_name(exchange.response_headers)
         if name is not None:
             raise ValueError(
-                f"response header name {_quoted(name)} has a character outside Latin-1, which no "
-                "HTTP response can carry"
+                f"response header name {shown_value(name)} has a character outside Latin-1, "
+                "which no HTTP response can carry"
             )
         if exchange.response_header_charset != "utf-8":
             if exchange.response_header_charset not in _CHARSETS:
                 raise ValueError(
                     f"response_header_charset must be one of {_CHARSETS}, "
-                    f"not {_quoted(exchange.response_header_charset)}"
+                    f"not {shown_value(exchange.response_header_charset)}"
                 )
             header_bytes(exchange.response_headers, "latin-1")  # a value it cannot spell raises
             obj["response_header_charset"] = exchange.response_header_charset
@@ -177,12 +177,6 @@ def encode_exchange(exchange: Exchange) -> bytes:
 
 
 # --- decoding -----------------------------------------------------------------------------
-
-
-def _quoted(value: object) -> str:
-    """`value` as a format error quotes it: never a credential, never a wall of text
-    (`_shown.shown_value`, the one rule for every message)."""
-    return shown_value(value)
 
 
 def torn_tail(data: bytes) -> bytes:
@@ -264,12 +258,12 @@ def decode_header(
         raise CassetteFormatError(
             path,
             number,
-            f"schema_version {_quoted(version)} is not supported (this sakura-http reads 1.x); "
+            f"schema_version {shown_value(version)} is not supported (this sakura-http reads 1.x); "
             f"{RERECORD_HINT}",
         )
     if obj.get("kind", "cassette") != "cassette":
         raise CassetteFormatError(
-            path, number, f"kind {_quoted(obj.get('kind'))} is not 'cassette'; {RERECORD_HINT}"
+            path, number, f"kind {shown_value(obj.get('kind'))} is not 'cassette'; {RERECORD_HINT}"
         )
     return obj
 
@@ -298,7 +292,8 @@ def _headers(obj: dict[str, Any], key: str) -> Headers:
             or not isinstance(item[1], str)
         ):
             raise FieldError(
-                f"field {key!r} must be a list of [name, value] string pairs, got {_quoted(item)}"
+                f"field {key!r} must be a list of [name, value] string pairs, "
+                f"got {shown_value(item)}"
             )
         pairs.append((item[0].lower(), item[1]))
     return tuple(pairs)
@@ -337,14 +332,14 @@ def _check_latin1(charset: Any, headers: Headers) -> None:
     if charset != "latin-1":
         raise FieldError(
             "field 'response_header_charset' must be \"latin-1\" if present, not "
-            + _quoted(charset)
+            + shown_value(charset)
         )
     for name, value in headers:
         try:
             value.encode("latin-1")
         except UnicodeEncodeError:
             raise FieldError(
-                f"response header {_quoted(name)} has a character outside Latin-1, which "
+                f"response header {shown_value(name)} has a character outside Latin-1, which "
                 "'response_header_charset': 'latin-1' cannot spell"
             ) from None
 
@@ -373,7 +368,9 @@ def _exchange(obj: Any) -> Exchange:
             raise FieldError("missing field 'status'")
         status = obj["status"]
         if not isinstance(status, int) or isinstance(status, bool) or not 100 <= status <= 999:
-            raise FieldError(f"field 'status' must be an HTTP status code, got {_quoted(status)}")
+            raise FieldError(
+                f"field 'status' must be an HTTP status code, got {shown_value(status)}"
+            )
         response_headers = _headers(obj, "response_headers")
         check_names(response_headers)
         response_body = _body(obj, "response_body")
