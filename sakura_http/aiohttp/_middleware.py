@@ -38,8 +38,9 @@ __all__ = ["RecordingMiddleware"]
 # (the test's own frames and the message say it all); a bug keeps them (`hidden_in_tracebacks`).
 __tracebackhide__ = hidden_in_tracebacks
 
-#: Content encodings aiohttp decodes itself (``auto_decompress``, the default).
-_DECODED_BY_AIOHTTP = frozenset({"gzip", "x-gzip", "deflate", "br", "zstd"})
+#: Content encodings aiohttp decodes itself (``auto_decompress``, the default); any other
+#: (``x-gzip``) reaches the recorder still encoded, with its header, and is decoded there.
+_DECODED_BY_AIOHTTP = frozenset({"gzip", "deflate", "br", "zstd"})
 
 #: The aiohttp exception a fault recorded by another client (httpx, requests) replays as.
 _FAULTS: dict[str, type[aiohttp.ClientConnectionError]] = {
