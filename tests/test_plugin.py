@@ -152,6 +152,35 @@ def test_sdk_swallows_errors(sakura_transport):
     )
 
 
+def test_a_caught_error_message_says_how_to_expect_it(project: pytest.Pytester) -> None:
+    """A test that provokes the error on purpose learns how to say so."""
+    write_test(
+        project,
+        """
+import httpx
+import pytest
+
+@pytest.mark.cassette("billing.jsonl")
+def test_swallows(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        try:
+            client.get("http://api.example.invalid/refunds")
+        except Exception:
+            pass
+""",
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*the code under test caught 1 sakura-http error(s)*",
+            "If the test provokes them on purpose, mark it "
+            "@pytest.mark.cassette(expect_errors=True) or call "
+            "sakura_recording.expect_errors()",
+        ]
+    )
+
+
 def test_assert_all_played_lists_unplayed_exchanges(project: pytest.Pytester) -> None:
     write_test(
         project,

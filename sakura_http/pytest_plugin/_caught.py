@@ -51,4 +51,8 @@ def caught_message(errors: list[Any], what: str) -> str:
         text = str(error).replace("\n", "\n    ")
         # By its public name (sakura_http.CassetteMiss): the package re-exports every error.
         lines.append(f"  {type(error).__module__}.{type(error).__qualname__}: {text}")
+    lines.append(
+        "If the test provokes them on purpose, mark it @pytest.mark.cassette(expect_errors=True) "
+        "or call sakura_recording.expect_errors()"
+    )
     return "\n".join(lines)
