@@ -615,8 +615,8 @@ def hints(
             only = "" if parts or body_changed or len(versions) > 1 else "only "
             out.append(
                 f"{only}{part.name} differs: it is the API version the {sdk} SDK asks for, so "
-                f"an SDK upgrade changed it. Re-record the cassette ({advice.rerecord()}), or "
-                f'pin the header in the client: default_headers={{"{part.name}": '
+                f"an SDK upgrade changed it. Re-record the cassette with {advice.rerecord()}, "
+                f'or pin the header in the client: default_headers={{"{part.name}": '
                 f'"{part.recorded}"}}'
             )
     sequence = _Siblings(rules, siblings)
