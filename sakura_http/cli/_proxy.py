@@ -65,10 +65,13 @@ def _load_rules(spec: str) -> Rules:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise UsageError(
-            f"--rules {spec}: cannot import {module_name} ({exc}); run the proxy from the "
-            "folder the module is found from, or set PYTHONPATH"
-        ) from None
+        missing = exc.name or module_name
+        if module_name != missing and not module_name.startswith(f"{missing}."):
+            # The module was found: what it imports is missing, not the module itself.
+            advice = f"install {missing} where the proxy runs"
+        else:
+            advice = "run the proxy from the folder the module is found from, or set PYTHONPATH"
+        raise UsageError(f"--rules {spec}: cannot import {module_name} ({exc}); {advice}") from None
     try:
         value = getattr(module, name)
     except AttributeError:
