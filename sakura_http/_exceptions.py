@@ -164,13 +164,17 @@ class CredentialHeaderError(UnsafeExchangeError):
     """A request carries a credential header that is not declared in `secret_headers`.
 
     Raised before anything is sent or replayed; `header` is the lower-cased header name.  `fix`
-    says how to declare it, worded for the front end in use (see `sakura_http.Advice`).  The
-    header's value is never kept.
+    says how to declare it, worded for the front end in use (see `sakura_http.Advice`).  `hook`
+    names the `before_record` hook that added the header to an exchange being recorded (None:
+    the request itself carried it).  The header's value is never kept.
     """
 
-    def __init__(self, header: str, value: str = "", *, fix: str | None = None) -> None:
+    def __init__(
+        self, header: str, value: str = "", *, fix: str | None = None, hook: str | None = None
+    ) -> None:
         self.header = header
         self.fix = fix
+        self.hook = hook
         # Whether the value came from a redacted cookie is all that is kept of it.
         self._echoed_cookie = header == "cookie" and "<redacted>" in value
         super().__init__(header)
@@ -183,6 +187,12 @@ class CredentialHeaderError(UnsafeExchangeError):
                 "cookie jar sent back)"
             )
         fix = self.fix or f'RecordingTransport(..., secret_headers=["{self.header}"])'
+        if self.hook is not None:
+            return (
+                f"the before_record hook {self.hook} added header {self.header}, a credential "
+                "header not declared in secret_headers; nothing was recorded. Leave it out in "
+                f"the hook, or declare it so it is never written: {fix}"
+            )
         return (
             f"header {self.header} belongs in secret_headers; not recorded. "
             f"Declare it so its value is forwarded but never written or matched{why}: {fix}"

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._config import CassetteConfig
-from ._exceptions import ConfigurationError, UnwritableExchangeError
+from ._exceptions import ConfigurationError, CredentialHeaderError, UnwritableExchangeError
 from ._format import Exchange, FaultInfo, Headers, read_back
 from ._policy import (
     EVERY_ENCODING,
@@ -220,7 +220,12 @@ def check_again(
     exchange = drop_secrets(exchange, config.secret_headers)
     exchange = redact_echoes(exchange, redactor, every_encoding=True)
     exchange = blank_cookies(exchange)
-    refuse_credentials(exchange.headers, config.secret_headers, config.allow_headers)
+    try:
+        refuse_credentials(exchange.headers, config.secret_headers, config.allow_headers)
+    except CredentialHeaderError as exc:
+        # The request could not have carried it (it is refused before it is sent): the hook
+        # added it, and the message says so.
+        raise CredentialHeaderError(exc.header, hook=hook or "before_record") from None
     check_body_size(len(exchange.body), config.max_body_bytes, "request")
     check_body_size(len(exchange.response_body), config.max_body_bytes, "response")
     return exchange

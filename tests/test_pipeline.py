@@ -709,3 +709,29 @@ def test_a_rerecording_whose_exchange_could_not_be_written_keeps_the_old_cassett
             client.get("https://api.example.test/b")
     assert path.read_bytes() == before
     assert not list(tmp_path.glob("*.recording"))
+
+
+def test_a_credential_header_a_hook_added_is_blamed_on_the_hook(tmp_path: Path) -> None:
+    """The request never carried it (it would have been refused before it was sent): the
+    message names the hook and says to leave the header out there, or to declare it."""
+
+    def add_token(exchange: Exchange) -> Exchange:
+        return dataclasses.replace(exchange, headers=(*exchange.headers, ("x-token", "t-1")))
+
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    transport = RecordingTransport(
+        tmp_path / "c.jsonl", outer=outer, mode="new_episodes", rules=Rules(before_record=add_token)
+    )
+    with (
+        httpx.Client(transport=transport) as client,
+        pytest.raises(CredentialHeaderError) as caught,
+    ):
+        client.get("https://api.example.test/v1")
+    text = str(caught.value)
+    assert caught.value.header == "x-token" and caught.value.hook is not None
+    assert "add_token" in text and "added" in text, text
+    assert "secret_headers" in text  # declaring it is still a way out
+    assert "t-1" not in text
+    assert (
+        not (tmp_path / "c.jsonl").exists() or "x-token" not in (tmp_path / "c.jsonl").read_text()
+    )
