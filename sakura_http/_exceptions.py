@@ -259,7 +259,7 @@ class UnwritableExchangeError(UnsafeExchangeError):
             how = (
                 "a hook that changes a streamed body sets chunks=None and timings_ms=None"
                 if field in ("chunks", "timings_ms")
-                else "change the exchange with dataclasses.replace; see docs/cassette-format.md"
+                else "docs/cassette-format.md says what each field holds"
             )
             text = (
                 f"the before_record hook {hook} returned an exchange whose field {field!r} the "
