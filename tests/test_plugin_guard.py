@@ -236,3 +236,26 @@ def test_other_hosts_stay_blocked(sakura_fixtures):
         ]
     )
     assert read(sentinels) == ["getaddrinfo api.example.invalid"]
+
+
+def test_while_recording_the_refusal_points_at_the_missing_transport(
+    pytester: pytest.Pytester, sentinels: Path
+) -> None:
+    """The transport refuses a host outside sakura_record_hosts itself (RecordingForbidden), so
+    a refusal by the guard means a request that bypassed every transport: adding its host to
+    sakura_record_hosts would let it reach the network unrecorded."""
+    pytester.makeini("[pytest]\nfilterwarnings = error\nsakura_record_hosts = 127.0.0.1\n")
+    pytester.makepyfile(
+        test_record="""
+import socket
+
+def test_bypass(sakura_fixtures):
+    socket.getaddrinfo("other.example.invalid", 443)
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--record")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*blocked resolving other.example.invalid:443*did not go through a sakura transport*"]
+    )
+    assert read(sentinels) == []

@@ -338,19 +338,25 @@ def _uses_sakura(item: pytest.Item, state: State) -> bool:
 
 
 def _guard_reason(state: State) -> str:
+    give_transport = (
+        "this request did not go through a sakura transport. Give the client one: pass "
+        "transport=sakura_transport, use an SDK fixture (sakura_anthropic, sakura_openai), or "
+        "mark the test @pytest.mark.cassette(patch_clients=True) for clients the app builds. "
+        "For requests and aiohttp, use the sakura_requests or sakura_aiohttp fixture. (A "
+        "cassette's passthrough_hosts are not let through either: keep them for local servers.)"
+    )
     if state.recording:
+        # A transport refuses a host outside record_hosts itself (RecordingForbidden): what the
+        # guard stops bypassed every transport, and adding its host would let it run unrecorded.
         hosts = ", ".join(state.record_hosts)
         return (
             f"While recording, only loopback addresses and sakura_record_hosts ({hosts}) are "
-            "reachable; add the host to sakura_record_hosts if recording from it is intended."
+            f"reachable, and {give_transport}"
         )
     why = "uses sakura-http" if not state.block_network else "runs with sakura_block_network"
     return (
         f"The test {why}, so only loopback addresses (127.0.0.1, ::1, localhost) are reachable, "
-        "and this request did not go through a sakura transport. Give the client one: pass "
-        "transport=sakura_transport, use an SDK fixture (sakura_anthropic, sakura_openai), or "
-        "mark the test @pytest.mark.cassette(patch_clients=True) for clients the app builds. "
-        "For requests and aiohttp, use the sakura_requests or sakura_aiohttp fixture."
+        f"and {give_transport}"
     )
 
 
