@@ -254,12 +254,20 @@ def decode_header(
             f"this is not a sakura-http cassette or predates the format: {RERECORD_HINT}",
         )
     version = obj["schema_version"]
-    if not isinstance(version, str) or version.split(".", 1)[0] != "1":
+    major = version.split(".", 1)[0] if isinstance(version, str) else ""
+    if major != "1":
+        # A newer major is a good recording this release cannot read: re-recording or deleting
+        # it would lose it.
+        fix = (
+            "it was written by a newer sakura-http: upgrade sakura-http to read it"
+            if major.isdigit() and int(major) > 1
+            else RERECORD_HINT
+        )
         raise CassetteFormatError(
             path,
             number,
             f"schema_version {shown_value(version)} is not supported (this sakura-http reads 1.x); "
-            f"{RERECORD_HINT}",
+            f"{fix}",
         )
     if obj.get("kind", "cassette") != "cassette":
         raise CassetteFormatError(

@@ -735,3 +735,17 @@ def test_the_string_a_long_line_ends_inside_of(line: bytes, opens: int) -> None:
     from sakura_http._format_fast import open_string
 
     assert open_string(line) == opens
+
+
+@pytest.mark.parametrize("version", ["2.0", "10.3"])
+def test_a_cassette_from_a_newer_sakura_http_says_to_upgrade_never_to_re_record(
+    version: str,
+) -> None:
+    """Re-recording or deleting a newer cassette would throw a good recording away."""
+    data = b'{"schema_version":"%s","kind":"cassette"}\n' % version.encode()
+    with pytest.raises(CassetteFormatError) as caught:
+        parse_cassette(data, P)
+    text = str(caught.value)
+    assert f"schema_version '{version}' is not supported" in text
+    assert "newer sakura-http" in text and "upgrade" in text
+    assert "re-record" not in text and "delete" not in text
