@@ -728,3 +728,26 @@ def test_a_malformed_ini_header_rule_is_a_usage_error(project: pytest.Pytester) 
     result = project.runpytest()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*sakura_ignore_headers holds 'x run', which is not a header*"])
+
+
+def test_a_dropped_re_recording_asks_for_no_review(project: pytest.Pytester) -> None:
+    """Nothing was written when the only re-recording was dropped: no `git diff` to review."""
+    cassette = project.path / "tests" / "fixtures" / "test_app" / "test_fails.jsonl"
+    cassette.parent.mkdir(parents=True)
+    cassette.write_text(HEADER + PING)
+    with start_echo_server() as server:
+        write_test(
+            project,
+            f"""
+import httpx
+
+def test_fails(sakura_transport):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.get("{server.url}/first")
+    raise AssertionError("the test failed after its request")
+""",
+        )
+        result = project.runpytest("--record-all")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_fails.jsonl: re-recording of 1 exchange dropped*"])
+    result.stdout.no_fnmatch_line("Review the changes before committing*")

@@ -65,7 +65,10 @@ def _summarize_written(terminalreporter: Any, state: State) -> None:
             terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
         else:
             terminalreporter.write_line(f"{path}: {count} appended")
-    folders = sorted({entry.folder for entry in state.written.values()})
+    # A dropped re-recording wrote nothing: only what was written is worth a review.
+    folders = sorted({e.folder for e in state.written.values() if e.rerecorded or not e.discarded})
+    if not folders:
+        return
     where = " ".join(common_folders(folders))
     terminalreporter.write_line(
         f"Review the changes before committing: git diff {where} "
