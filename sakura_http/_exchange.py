@@ -7,6 +7,7 @@ one raises `FieldError`, which the decoder turns into a `CassetteFormatError` na
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,8 +46,11 @@ class Exchange(Value):
     fault exchange (`error` set).  `chunks` holds the sizes of the chunks the response body
     arrived in, `timings_ms` their arrival offsets; `truncated` marks a stream the caller closed
     before its end.  `response_header_charset` says how the response header values spell their
-    bytes ("utf-8", or "latin-1" when one of them is not UTF-8; see `header_bytes`).  `extra`
-    holds fields this version does not know, written back unchanged.
+    bytes ("utf-8", or "latin-1" when one of them is not UTF-8; see `header_bytes`).
+    `recorded_at` is the UTC day it was recorded (None: a cassette from before the field, or
+    an exchange written by hand); it takes no part in ``==`` or ``hash()``, so an exchange
+    recorded again unchanged on another day is equal to the old one.  `extra` holds fields this
+    version does not know, written back unchanged.
     """
 
     method: str
@@ -62,6 +66,7 @@ class Exchange(Value):
     truncated: bool = False
     timings_ms: tuple[float, ...] | None = None
     response_header_charset: str = "utf-8"
+    recorded_at: datetime.date | None = field(default=None, compare=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -78,6 +83,7 @@ def new_exchange(
     timings_ms: tuple[float, ...] | None = None,
     response_header_charset: str = "utf-8",
     id: str | None = None,
+    recorded_at: datetime.date | None = None,
 ) -> Exchange:
     """`Exchange(...)` (no error or extra fields) for the paths that make one per exchange:
     loading a cassette, recording.  A frozen dataclass sets each field through
@@ -97,6 +103,7 @@ def new_exchange(
     _set_truncated(exchange, truncated)
     _set_timings_ms(exchange, timings_ms)
     _set_response_header_charset(exchange, response_header_charset)
+    _set_recorded_at(exchange, recorded_at)
     _set_extra(exchange, {})
     return exchange
 
@@ -116,6 +123,7 @@ _new = object.__new__
     _set_truncated,
     _set_timings_ms,
     _set_response_header_charset,
+    _set_recorded_at,
     _set_extra,
 ) = (getattr(Exchange, field.name).__set__ for field in dataclasses.fields(Exchange))
 

@@ -431,6 +431,7 @@ def test_new_exchange_sets_every_field_as_the_constructor_does() -> None:
     # Loading and recording build exchanges through `new_exchange`, which sets the slots one by
     # one: a field added to Exchange and forgotten there would be left unset (AttributeError).
     import dataclasses
+    import datetime
 
     from sakura_http._format import new_exchange
 
@@ -447,6 +448,7 @@ def test_new_exchange_sets_every_field_as_the_constructor_does() -> None:
         "timings_ms": (1.0, 2.0),
         "response_header_charset": "latin-1",
         "id": "ex-1",
+        "recorded_at": datetime.date(2026, 3, 4),
     }
     built = new_exchange(**values)  # type: ignore[arg-type]
     expected = Exchange(**values)  # type: ignore[arg-type]
