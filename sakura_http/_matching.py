@@ -40,7 +40,7 @@ __all__ = [
     "HOP_BY_HOP_HEADERS",
     "REDACTED",
     "MatchKey",
-    "MatchRules",
+    "Matcher",
     "RequestData",
     "canonical_url",
     "explain_miss",
@@ -231,7 +231,7 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, repr: Value's; its own hash
-class MatchRules(Value):
+class Matcher(Value):
     """How a session compares requests: which headers take part, which query values are
     secret, and the user's `Rules`.  The headers left out are the hop-by-hop ones, the `secret`
     ones, and those `ignore` (the volatile set) or `rules.ignore_headers` name, where ``*``
@@ -444,23 +444,23 @@ class Compared(NamedTuple):
     body: bytes  # the body as compared
 
 
-def compared(rules: MatchRules, method: str, url: str, headers: Headers, body: bytes) -> Compared:
-    """The parts of a request or exchange as `rules` compare them (see `MatchRules.key`)."""
-    if rules._has_rules:
-        headers = rules.rules.scrub_request_headers(headers)
+def compared(matcher: Matcher, method: str, url: str, headers: Headers, body: bytes) -> Compared:
+    """The parts of a request or exchange as `matcher` compares them (see `Matcher.key`)."""
+    if matcher._has_rules:
+        headers = matcher.rules.scrub_request_headers(headers)
     return Compared(
         method.upper(),
-        rules.url(url),
+        matcher.url(url),
         headers,
-        rules.ordinary_headers(headers),
-        rules.body(headers, body),
+        matcher.ordinary_headers(headers),
+        matcher.body(headers, body),
     )
 
 
 def differences(
     request: RequestData,
     exchange: Exchange,
-    rules: MatchRules,
+    matcher: Matcher,
     advice: Advice | None = None,
     siblings: Sequence[Exchange] = (),
     *,
@@ -469,13 +469,16 @@ def differences(
     """Which parts of `request` differ from a recorded exchange, one line per part, after the
     matching rules are applied to both sides; then, if `hinted`, what to do about them (see
     `hints`; `siblings` are the recorded exchanges of the same endpoint)."""
-    mine = compared(rules, request.method, request.url, request.headers, request.body)
-    theirs = compared(rules, exchange.method, exchange.url, exchange.headers, exchange.body)
+    mine = compared(matcher, request.method, request.url, request.headers, request.body)
+    theirs = compared(matcher, exchange.method, exchange.url, exchange.headers, exchange.body)
     out = []
     if mine.method != theirs.method:
         out.append(f"method: request {request.method}, recorded {exchange.method}")
     if mine.url != theirs.url:
-        shown = shown_url(mine.url, rules.secret_query), shown_url(theirs.url, rules.secret_query)
+        shown = (
+            shown_url(mine.url, matcher.secret_query),
+            shown_url(theirs.url, matcher.secret_query),
+        )
         line = f"url: request {shown[0]}, recorded {shown[1]}"
         if shown[0] == shown[1]:  # only values `shown_url` hides differ: name their parameters
             a, b = _query_fields(mine.url), _query_fields(theirs.url)
@@ -486,13 +489,13 @@ def differences(
                 f"{', '.join(names)} {'differs' if one else 'differ'})"
             )
         out.append(line)
-    out.extend(_header_differences(mine.ordinary, theirs.ordinary, rules.secret))
+    out.extend(_header_differences(mine.ordinary, theirs.ordinary, matcher.secret))
     if mine.body != theirs.body:
         out.append("body differs:")
         diff = body_diff(mine.headers, mine.body, theirs.headers, theirs.body)
         out.extend("    " + line for line in diff)
     if hinted:
-        out.extend(hints(mine, theirs, rules, Advice() if advice is None else advice, siblings))
+        out.extend(hints(mine, theirs, matcher, Advice() if advice is None else advice, siblings))
     return out
 
 
@@ -582,7 +585,7 @@ def _base(url: str) -> str:
 def hints(
     mine: Compared,
     theirs: Compared,
-    rules: MatchRules,
+    matcher: Matcher,
     advice: Advice,
     siblings: Sequence[Exchange] = (),
 ) -> list[str]:
@@ -619,8 +622,8 @@ def hints(
                 f'or pin the header in the client: default_headers={{"{part.name}": '
                 f'"{part.recorded}"}}'
             )
-    sequence = _Siblings(rules, siblings)
-    volatile = {id(p): why for p in parts if (why := _per_run(p, rules, sequence))}
+    sequence = _Siblings(matcher, siblings)
+    volatile = {id(p): why for p in parts if (why := _per_run(p, matcher, sequence))}
     changed = [p for p in parts if id(p) not in volatile]
     if volatile:
         named = [p for p in parts if id(p) in volatile]
@@ -766,20 +769,20 @@ def _expressible(part: _Part) -> bool:
     ) and isinstance(part.steps[0], str)
 
 
-def _in_force(part: _Part, rules: MatchRules) -> bool:
+def _in_force(part: _Part, matcher: Matcher) -> bool:
     if part.kind == "query":
-        return part.name in rules.rules.ignore_query
+        return part.name in matcher.rules.ignore_query
     if part.kind == "header":
-        return rules._ignored(part.name)
-    return any(str(path) == part.name for path in rules.rules.ignore_json)
+        return matcher._ignored(part.name)
+    return any(str(path) == part.name for path in matcher.rules.ignore_json)
 
 
-def _per_run(part: _Part, rules: MatchRules, sequence: _Siblings) -> str | None:
+def _per_run(part: _Part, matcher: Matcher, sequence: _Siblings) -> str | None:
     """Why `part` looks like a value made anew on every run (None: it does not, so the request
     changed).  Both sides must hold it as a string or a number; what a request says (a message,
     a prompt, the system text, a tool list, the whole body) never qualifies."""
     name = _name_of(part).lower()
-    if name in _CONTENT_NAMES or not _expressible(part) or _in_force(part, rules):
+    if name in _CONTENT_NAMES or not _expressible(part) or _in_force(part, matcher):
         return None
     if part.kind != "json" and is_credential_header(name):
         return None  # a credential is declared secret, never merely ignored
@@ -804,18 +807,18 @@ class _Siblings:
     """The recorded exchanges of the request's endpoint, read (once) to see whether a part's
     value changes from one call to the next."""
 
-    def __init__(self, rules: MatchRules, exchanges: Sequence[Exchange]) -> None:
-        self._rules = rules
+    def __init__(self, matcher: Matcher, exchanges: Sequence[Exchange]) -> None:
+        self._matcher = matcher
         self._exchanges = exchanges[:_HINT_SIBLINGS]
         self._sides: list[tuple[Compared, object]] | None = None
 
     def _read(self) -> list[tuple[Compared, object]]:
         if self._sides is None:
-            rules = self._rules
+            matcher = self._matcher
             self._sides = []
             for exchange in self._exchanges:
                 side = compared(
-                    rules, exchange.method, exchange.url, exchange.headers, exchange.body
+                    matcher, exchange.method, exchange.url, exchange.headers, exchange.body
                 )
                 self._sides.append((side, _json(side)))
         return self._sides
@@ -961,7 +964,7 @@ def _dissimilarity(mine: Compared, theirs: Compared) -> int:
 def explain_miss(
     request: RequestData,
     exchanges: Sequence[Exchange],
-    rules: MatchRules,
+    matcher: Matcher,
     limit: int = 3,
     *,
     advice: Advice | None = None,
@@ -975,8 +978,8 @@ def explain_miss(
     question first), then the earlier in the cassette.  The nearest one's differences end with
     what to do about them (`hints`), the re-record command worded by `advice`.
     """
-    key = rules.key_of_request(request)
-    keys = [rules.key_of_exchange(exchange) for exchange in exchanges]
+    key = matcher.key_of_request(request)
+    keys = [matcher.key_of_exchange(exchange) for exchange in exchanges]
     scored = [(*_distance(key, other), index) for index, other in enumerate(keys)]
     if any(tier < 2 for tier, _, _ in scored):  # some share the path: other URLs are not near
         scored = [s for s in scored if s[0] < 2]
@@ -987,11 +990,11 @@ def explain_miss(
         body = exchanges[score[2]].body if score[:2] == best else b""
         return score[0], score[1], _apart(request.body, body, align=False), score[2]
 
-    mine = compared(rules, request.method, request.url, request.headers, request.body)
+    mine = compared(matcher, request.method, request.url, request.headers, request.body)
 
     def nearness(score: tuple[int, int, int]) -> tuple[int, int, int, int]:
         exchange = exchanges[score[2]]
-        theirs = compared(rules, exchange.method, exchange.url, exchange.headers, exchange.body)
+        theirs = compared(matcher, exchange.method, exchange.url, exchange.headers, exchange.body)
         return score[0], score[1], _dissimilarity(mine, theirs), score[2]
 
     candidates = sorted(scored, key=roughly)[:_SIMILARITY_CANDIDATES]
@@ -1002,6 +1005,6 @@ def explain_miss(
         siblings = [
             e for e, k in zip(exchanges, keys, strict=True) if (k[0], _base(k[1])) == endpoint
         ]
-        found = differences(request, exchanges[i], rules, advice, siblings, hinted=position == 0)
+        found = differences(request, exchanges[i], matcher, advice, siblings, hinted=position == 0)
         out.append((i, exchanges[i], found))
     return out

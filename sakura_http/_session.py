@@ -41,7 +41,7 @@ from ._exceptions import (
 )
 from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
 from ._hosts import HostList
-from ._matching import MatchKey, MatchRules, RequestData, explain_miss
+from ._matching import Matcher, MatchKey, RequestData, explain_miss
 from ._pipeline import prepare
 from ._policy import (
     BodyDecoder,
@@ -150,7 +150,7 @@ class CassetteSession:
         self._header: dict[str, Any] = header  # encode_header() keeps only its extra keys
         self.exchanges: list[Exchange] = [] if self.mode is RecordMode.ALL else recorded
         self._played: set[int] = set()  # ids of the exchanges played (or recorded) in this run
-        self._indexes: dict[MatchRules, dict[MatchKey, _Slot]] = {}
+        self._indexes: dict[Matcher, dict[MatchKey, _Slot]] = {}
         # Re-recording claims the cassette at once (other processes' appends are refused from
         # now on); otherwise a `.recording` file a killed re-recording left is removed.
         self._rerecording: AtomicRecording | None = open_for_writing(
@@ -159,16 +159,16 @@ class CassetteSession:
         #: Every secret any user's requests carried, searched for in everything written.
         self.secrets = SecretMemory()
 
-    def _index(self, rules: MatchRules) -> dict[MatchKey, _Slot]:
-        """The index of the exchanges by their key under `rules`, built on first use."""
-        index = self._indexes.get(rules)
+    def _index(self, matcher: Matcher) -> dict[MatchKey, _Slot]:
+        """The index of the exchanges by their key under `matcher`, built on first use."""
+        index = self._indexes.get(matcher)
         if index is None:
             index = {}
             for exchange in self.exchanges:
-                index.setdefault(rules.key_of_exchange(exchange), _Slot()).exchanges.append(
+                index.setdefault(matcher.key_of_exchange(exchange), _Slot()).exchanges.append(
                     exchange
                 )
-            self._indexes[rules] = index
+            self._indexes[matcher] = index
         return index
 
     # --- users -------------------------------------------------------------------------------
@@ -234,13 +234,13 @@ class CassetteSession:
     # --- per request -------------------------------------------------------------------------
 
     def plan(
-        self, request: RequestData, actions: Actions, rules: MatchRules, advice: Advice
+        self, request: RequestData, actions: Actions, matcher: Matcher, advice: Advice
     ) -> Plan:
         """The decision for `request` by a user whose row of the tables is `actions`."""
-        key = rules.key_of_request(request)
+        key = matcher.key_of_request(request)
         with self._lock:
-            index = self._indexes.get(rules)
-            slot = (index if index is not None else self._index(rules)).get(key)
+            index = self._indexes.get(matcher)
+            slot = (index if index is not None else self._index(matcher)).get(key)
             if slot is None:
                 action = actions.absent
             else:
@@ -261,14 +261,14 @@ class CassetteSession:
                 self.replays += 1
                 return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
         if action is Action.MISS:
-            raise self._miss(request, slot, rules, advice)
+            raise self._miss(request, slot, matcher, advice)
         return tuple.__new__(Plan, (action, key, None))
 
     def _miss(
-        self, request: RequestData, slot: _Slot | None, rules: MatchRules, advice: Advice
+        self, request: RequestData, slot: _Slot | None, matcher: Matcher, advice: Advice
     ) -> CassetteMiss:
         # No message prints a secret query value (`shown_url`): a miss goes to CI logs.
-        url = shown_url(request.url, rules.secret_query)
+        url = shown_url(request.url, matcher.secret_query)
         head = f"{request.method} {url} is not in the cassette {self.path}"
         lines = [head]
         nearest: list[str] = []
@@ -279,9 +279,9 @@ class CassetteSession:
             )
         else:
             for index, exchange, diffs in explain_miss(
-                request, self.exchanges, rules, advice=advice
+                request, self.exchanges, matcher, advice=advice
             ):
-                shown = shown_url(exchange.url, rules.secret_query)
+                shown = shown_url(exchange.url, matcher.secret_query)
                 text = f"#{index + 1} {exchange.method} {shown}"
                 nearest.append("\n      ".join([text, *diffs]))
             if nearest:
@@ -301,7 +301,7 @@ class CassetteSession:
     def commit(
         self,
         exchange: Exchange,
-        known: tuple[MatchRules, MatchKey] | None = None,
+        known: tuple[Matcher, MatchKey] | None = None,
         *,
         wait: bool = True,
     ) -> bool:
@@ -321,12 +321,12 @@ class CassetteSession:
                 return False
             self.exchanges.append(exchange)
             self._played.add(id(exchange))
-            for rules, index in self._indexes.items():
+            for matcher, index in self._indexes.items():
                 key = None
-                if known is not None and (known[0] is rules or known[0] == rules):
+                if known is not None and (known[0] is matcher or known[0] == matcher):
                     key = known[1]
                 if key is None:
-                    key = rules.key_of_exchange(exchange)
+                    key = matcher.key_of_exchange(exchange)
                 index.setdefault(key, _Slot()).exchanges.append(exchange)
             self.appended += 1
         finally:
@@ -358,7 +358,7 @@ class CassetteUser:
     def __init__(self, session: CassetteSession, config: CassetteConfig, can_record: bool):
         self.session = session
         self.config = config
-        self.rules = MatchRules(
+        self.matcher = Matcher(
             ignore=config.ignore_headers,
             secret=config.secret_headers,
             secret_query=config.secret_query_params,
@@ -431,7 +431,7 @@ class CassetteUser:
         if redactor.secrets:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
             request = redactor.request(request)
-        plan = self.session.plan(request, self._actions[refusal], self.rules, self.config.advice)
+        plan = self.session.plan(request, self._actions[refusal], self.matcher, self.config.advice)
         if plan.action is Action.REFUSE:
             raise self._forbidden(request, refusal)
         return plan
@@ -511,7 +511,7 @@ class CassetteUser:
         # was planned: its key under this user's rules is the plan's, not computed again.  (The
         # session's secrets only grow: none now means none when it was planned or written.)
         changed = self._has_rules or self.config.secret_headers or self._secrets.redactor.secrets
-        known = None if changed else (self.rules, plan.key)
+        known = None if changed else (self.matcher, plan.key)
         if not self.session.commit(exchange, known, wait=wait):
             return False
         self.appended += 1

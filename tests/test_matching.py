@@ -24,7 +24,7 @@ from sakura_http._format import Exchange
 from sakura_http._libraries import _request_headers, _url_view, library_of
 from sakura_http._matching import (
     DEFAULT_IGNORE_HEADERS,
-    MatchRules,
+    Matcher,
     RequestData,
     _canonical_url,
     explain_miss,
@@ -186,7 +186,7 @@ class _PublicURL:
 
 MESSAGES_URL = "https://api.example.test/v1/messages"
 JSON = (("content-type", "application/json"),)
-RULES = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset())
+MATCHER = Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset())
 
 
 def message(**fields: object) -> bytes:
@@ -206,7 +206,7 @@ def request(body: bytes, headers: tuple[tuple[str, str], ...] = JSON) -> Request
 
 
 def nearest(req: RequestData, exchanges: list[Exchange]) -> list[int]:
-    return [index + 1 for index, _, _ in explain_miss(req, exchanges, RULES)]
+    return [index + 1 for index, _, _ in explain_miss(req, exchanges, MATCHER)]
 
 
 CHAT = [{"role": "user", "content": f"question {n}: " + "words " * 20} for n in range(8)]
@@ -242,12 +242,14 @@ def test_method_and_path_first() -> None:
 # --- a miss is explained after the rules, on both sides ------------------------------------
 
 
-def explained(req: RequestData, exchanges: list[Exchange], rules: MatchRules) -> str:
-    return "\n".join(line for _, _, diffs in explain_miss(req, exchanges, rules) for line in diffs)
+def explained(req: RequestData, exchanges: list[Exchange], matcher: Matcher) -> str:
+    return "\n".join(
+        line for _, _, diffs in explain_miss(req, exchanges, matcher) for line in diffs
+    )
 
 
-def ruled(rules: Rules) -> MatchRules:
-    return MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset(), rules=rules)
+def ruled(rules: Rules) -> Matcher:
+    return Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset(), rules=rules)
 
 
 def test_an_ignored_json_field_is_never_shown_as_a_difference() -> None:
@@ -305,12 +307,12 @@ def test_a_header_scrubbed_by_a_regex_is_never_shown_as_a_difference() -> None:
 def hint(
     recorded: list[Exchange],
     live: RequestData,
-    rules: MatchRules = RULES,
+    matcher: Matcher = MATCHER,
     advice: Advice | None = None,
 ) -> str:
     """The lines of a miss that are not a difference: what to do about it."""
     advice = PytestAdvice() if advice is None else advice
-    explanation = explain_miss(live, recorded, rules, advice=advice)
+    explanation = explain_miss(live, recorded, matcher, advice=advice)
     lines = explanation[0][2]
     return "\n".join(line for line in lines if not line.startswith((" ", "body differs")))
 
@@ -515,19 +517,19 @@ HOP_BY_HOP = [
 
 def test_hop_by_hop_headers_are_never_matched() -> None:
     # Not even when the volatile set is emptied (ignore_headers=[] on the transport).
-    rules = MatchRules(ignore=frozenset(), secret=frozenset())
+    matcher = Matcher(ignore=frozenset(), secret=frozenset())
     headers = (*((name, "x") for name in HOP_BY_HOP), ("accept", "*/*"))
-    assert rules.ordinary_headers(headers) == (("accept", "*/*"),)
+    assert matcher.ordinary_headers(headers) == (("accept", "*/*"),)
 
 
 def test_headers_listed_in_connection_are_never_matched() -> None:
-    rules = MatchRules(ignore=frozenset(), secret=frozenset())
+    matcher = Matcher(ignore=frozenset(), secret=frozenset())
     sent = (("connection", "keep-alive, X-Hop , x-other"), ("x-hop", "1"), ("x-other", "2"))
-    assert rules.ordinary_headers((*sent, ("x-kept", "3"))) == (("x-kept", "3"),)
+    assert matcher.ordinary_headers((*sent, ("x-kept", "3"))) == (("x-kept", "3"),)
 
 
 def test_header_rules_are_names_or_patterns_added_to_the_volatile_set() -> None:
-    rules = MatchRules(
+    matcher = Matcher(
         ignore=DEFAULT_IGNORE_HEADERS,
         secret=frozenset(),
         rules=Rules(ignore_headers=["x-run", "x-*-id", "*-trace"]),
@@ -536,8 +538,6 @@ def test_header_rules_are_names_or_patterns_added_to_the_volatile_set() -> None:
         ("user-agent", "u"), ("x-run", "1"), ("x-request-id", "2"), ("b3-trace", "3"),
         ("x-id", "4"), ("x-running", "5"),
     )  # fmt: skip
-    assert rules.ordinary_headers(headers) == (("x-id", "4"), ("x-running", "5"))
-    everything = MatchRules(
-        ignore=frozenset(), secret=frozenset(), rules=Rules(ignore_headers=["*"])
-    )
+    assert matcher.ordinary_headers(headers) == (("x-id", "4"), ("x-running", "5"))
+    everything = Matcher(ignore=frozenset(), secret=frozenset(), rules=Rules(ignore_headers=["*"]))
     assert everything.ordinary_headers(headers) == ()

@@ -33,7 +33,7 @@ from sakura_http import (
 )
 from sakura_http._cassette import load_cassette
 from sakura_http._format import Exchange, encode_exchange, encode_header
-from sakura_http._matching import DEFAULT_IGNORE_HEADERS, MatchRules, RequestData, explain_miss
+from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher, RequestData, explain_miss
 from sakura_http._policy import (
     NOT_CREDENTIAL_HEADERS,
     SHOWN_CHARS,
@@ -340,9 +340,9 @@ def test_a_miss_never_prints_a_credential_value() -> None:
     # name the header, never print the key.
     key = "AIzaSyFAKE-never-printed-0123"
     recorded = Exchange("GET", URL, headers=(("x-goog-api-key", key),), status=200)
-    rules = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset({"authorization"}))
+    matcher = Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset({"authorization"}))
     request = RequestData("GET", URL, (("x-goog-api-key", "AIzaSyOTHER-0000"),), b"", "h", 443)
-    [(_, _, diffs)] = explain_miss(request, [recorded], rules)
+    [(_, _, diffs)] = explain_miss(request, [recorded], matcher)
     text = "\n".join(diffs)
     assert "header x-goog-api-key: request '<hidden, 16 chars>'" in text
     assert key not in text and "AIzaSyOTHER" not in text

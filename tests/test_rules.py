@@ -28,7 +28,7 @@ from sakura_http import (
     Scrub,
     load_cassette,
 )
-from sakura_http._matching import MatchRules
+from sakura_http._matching import Matcher
 from sakura_http._rules import scrub_written
 from tests.drive import Driver
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
@@ -160,12 +160,12 @@ ONE_SIDED = [
 def test_ignore_json_ignores_a_path_present_on_one_side_only(
     path: str, recorded: Any, sent: Any
 ) -> None:
-    rules = MatchRules(frozenset(), frozenset(), rules=Rules(ignore_json=[path]))
+    matcher = Matcher(frozenset(), frozenset(), rules=Rules(ignore_json=[path]))
     headers = (("content-type", "application/json"),)
     exchange = Exchange("POST", URL, headers, json.dumps(recorded).encode())
     request = dataclasses.replace(exchange, body=json.dumps(sent).encode())
-    assert rules.key_of_exchange(request) == rules.key_of_exchange(exchange)
-    plain = MatchRules(frozenset(), frozenset())
+    assert matcher.key_of_exchange(request) == matcher.key_of_exchange(exchange)
+    plain = Matcher(frozenset(), frozenset())
     assert plain.key_of_exchange(request) != plain.key_of_exchange(exchange)
 
 

@@ -27,7 +27,7 @@ from sakura_http import (
     Scrub,
 )
 from sakura_http._format import CassetteContent
-from sakura_http._matching import MatchRules
+from sakura_http._matching import Matcher
 from sakura_http._value import Value
 from sakura_http.llm._clients import _Sdk
 
@@ -89,11 +89,11 @@ SAMPLES: dict[type, list[Any]] = {
         CassetteConfig(secret_headers=["x-key"], replay_latency=1),
         CassetteConfig(rules=Rules(ignore_body=True)),
     ],
-    MatchRules: [
-        MatchRules(frozenset({"date"}), frozenset()),
-        MatchRules(frozenset({"date"}), frozenset()),
-        MatchRules(frozenset({"date"}), frozenset({"x-key"})),
-        MatchRules(frozenset(), frozenset(), frozenset({"key"}), Rules(ignore_body=True)),
+    Matcher: [
+        Matcher(frozenset({"date"}), frozenset()),
+        Matcher(frozenset({"date"}), frozenset()),
+        Matcher(frozenset({"date"}), frozenset({"x-key"})),
+        Matcher(frozenset(), frozenset(), frozenset({"key"}), Rules(ignore_body=True)),
     ],
     _Sdk: [
         _Sdk("anthropic", "Anthropic", "AsyncAnthropic", ("api_key",)),

@@ -37,7 +37,7 @@ from .._config import CassetteConfig
 from .._exceptions import CassetteError, CassetteMiss
 from .._format import Exchange, Headers, encode_exchange
 from .._libraries import library_of
-from .._matching import MatchRules, differences
+from .._matching import Matcher, differences
 from .._policy import REDACTED, REDACTED_RESPONSE_HEADERS, shown_value
 from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
@@ -250,7 +250,7 @@ def _unanswered(
     """Why the exchange converted from `request` does not answer it: what differs between
     them once the matching rules apply (the miss's own words name a temporary file and how to
     record, which mean nothing here)."""
-    rules = MatchRules(
+    matcher = Matcher(
         ignore=config.ignore_headers,
         secret=config.secret_headers,
         secret_query=config.secret_query_params,
@@ -258,7 +258,7 @@ def _unanswered(
     )
     # As matched: the URL the miss says (echoes of secrets redacted), the rest as sent.
     data = library_of(request).request_data(request, config.secret_query_params)
-    found = differences(data._replace(url=miss.url), exchange, rules, hinted=False)
+    found = differences(data._replace(url=miss.url), exchange, matcher, hinted=False)
     lines = [line.strip() for line in found if line.strip()]
     if len(lines) > _SHOWN_DIFFERENCES:
         lines[_SHOWN_DIFFERENCES:] = [f"and {len(lines) - _SHOWN_DIFFERENCES} more lines"]

@@ -27,7 +27,7 @@ from difflib import SequenceMatcher
 from typing import Any
 
 from .._format import CassetteContent, Exchange, Headers
-from .._matching import DEFAULT_IGNORE_HEADERS, MatchRules, normalized_body, pretty_body
+from .._matching import DEFAULT_IGNORE_HEADERS, Matcher, normalized_body, pretty_body
 from .._policy import CREDENTIAL_HEADERS, shown_header_value
 from ._show import url_shown
 
@@ -41,8 +41,8 @@ __all__ = [
     "unified_diff",
 ]
 
-#: The rules replay uses by default: pairing by match key mirrors what replay would find.
-_RULES = MatchRules(ignore=DEFAULT_IGNORE_HEADERS, secret=CREDENTIAL_HEADERS)
+#: How replay matches by default: pairing by match key mirrors what replay would find.
+_MATCHER = Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=CREDENTIAL_HEADERS)
 
 _BODY_DIFF_LINES = 400
 
@@ -152,7 +152,7 @@ def _identities(exchanges: Sequence[Exchange]) -> list[tuple[Hashable, int]]:
         base: Hashable = (
             ("id", exchange.id)
             if exchange.id is not None
-            else ("key", _RULES.key_of_exchange(exchange))
+            else ("key", _MATCHER.key_of_exchange(exchange))
         )
         out.append((base, seen[base]))
         seen[base] += 1
