@@ -6,7 +6,8 @@ the transport and from the proxy.  It takes the exchange as captured from the li
 (decoded, unredacted: what the caller gets) and runs these stages, in this order, each a pure
 function that returns the very exchange it was given when it changes nothing:
 
-1. `drop_secrets`: the declared secret request headers are left out.
+1. `drop_secrets`: the declared secret request headers are left out (their names are kept in
+   the optional ``secret_headers`` field, for `sakura-http verify`).
 2. `redact_echoes`: every form of every secret the session knows (`Redactor`) is replaced by
    ``<redacted>`` in every field written: the URL (with the URL-encoded marker, so a client
    following a redacted redirect asks for the URL written), header names and values, both
@@ -88,13 +89,19 @@ def prepare(captured: Exchange, config: CassetteConfig, redactor: Redactor) -> E
 
 
 def drop_secrets(exchange: Exchange, secret_headers: frozenset[str]) -> Exchange:
-    """`exchange` without its declared secret request headers (forwarded, never written)."""
+    """`exchange` without its declared secret request headers (forwarded, never written).
+
+    Their names are kept in the exchange's ``secret_headers`` field (sorted, no values), so
+    `sakura-http verify` can say which credentials a re-sent request needs."""
     if not secret_headers:
         return exchange
     kept = tuple([(n, v) for n, v in exchange.headers if n not in secret_headers])
     if len(kept) == len(exchange.headers):
         return exchange
-    return dataclasses.replace(exchange, headers=kept)
+    names = {n for n, _ in exchange.headers if n in secret_headers}
+    names.update(exchange.extra.get("secret_headers", ()))
+    extra = {**exchange.extra, "secret_headers": sorted(names)}
+    return dataclasses.replace(exchange, headers=kept, extra=extra)
 
 
 def redact_echoes(

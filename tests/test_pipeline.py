@@ -322,6 +322,34 @@ def test_drop_secrets_leaves_the_declared_headers_out() -> None:
     assert drop_secrets(sent, frozenset()) is sent
 
 
+def test_drop_secrets_keeps_the_names_of_the_headers_it_left_out() -> None:
+    # `sakura-http verify` says which credentials a re-sent request needs: the names only.
+    sent = dataclasses.replace(
+        PLAIN, headers=(("x-api-key", "k-1"), ("authorization", "Bearer x"), *PLAIN.headers)
+    )
+    dropped = drop_secrets(sent, frozenset({"authorization", "x-api-key", "x-other"}))
+    assert dropped.extra["secret_headers"] == ["authorization", "x-api-key"]
+    assert "k-1" not in repr(dropped) and "Bearer x" not in repr(dropped)
+    again = drop_secrets(
+        dataclasses.replace(dropped, headers=(("x-other", "o"), *dropped.headers)),
+        frozenset({"x-other"}),
+    )
+    assert again.extra["secret_headers"] == ["authorization", "x-api-key", "x-other"]
+
+
+def test_the_names_of_secret_headers_are_written_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    with RecordingTransport(path, outer=outer, mode="all", secret_headers=["authorization"]) as t:
+        httpx.Client(transport=t).get(
+            "https://api.example.test/", headers={"authorization": "Bearer tok-123"}
+        )
+    text = path.read_text()
+    assert "tok-123" not in text and '"secret_headers":["authorization"]' in text
+    (exchange,) = load_cassette(path).exchanges
+    assert exchange.extra["secret_headers"] == ["authorization"]
+
+
 def test_redact_echoes_searches_every_field() -> None:
     echo = dataclasses.replace(
         PLAIN,
