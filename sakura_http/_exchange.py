@@ -1,5 +1,6 @@
 """The exchange, as data: `Exchange` (one recorded request and its response, or its transport
-failure, `FaultInfo`), `Headers`, and the rules its fields keep whoever decodes them: both
+failure, `FaultInfo`), `Headers`, `RequestData` (a live request, as matching and recording
+see it, whichever library sent it), and the rules its fields keep whoever decodes them: both
 decoders of the format, `_format` and its fast path `_format_fast`, check them here (a broken
 one raises `FieldError`, which the decoder turns into a `CassetteFormatError` naming the line).
 """
@@ -10,7 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._shown import shown_value
 from ._value import Value
@@ -20,6 +21,7 @@ __all__ = [
     "FaultInfo",
     "FieldError",
     "Headers",
+    "RequestData",
     "check_chunks",
     "check_names",
     "check_timings",
@@ -68,6 +70,21 @@ class Exchange(Value):
     response_header_charset: str = "utf-8"
     recorded_at: datetime.date | None = field(default=None, compare=False)
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class RequestData(NamedTuple):
+    """The parts of a live request that matching and recording need, library-neutral.  `url`
+    is in its canonical form (`canonical_url`, with the secret query parameters redacted).
+
+    A named tuple (immutable, like the frozen dataclasses elsewhere) because one is built for
+    every request: it is the cheapest record Python makes."""
+
+    method: str
+    url: str
+    headers: Headers
+    body: bytes
+    host: str
+    port: int | None
 
 
 def new_exchange(

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
+from ._exchange import RequestData
 from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
-from ._matching import RequestData, canonical_url
+from ._matching import canonical_url
 from ._streams import ReplayStream, TeeStream
 
 __all__ = ["DefaultOuter", "HttpLibrary", "library_of"]

@@ -30,6 +30,7 @@ import idna
 import orjson
 
 from ._advice import Advice
+from ._exchange import RequestData
 from ._format import Exchange, Headers
 from ._policy import is_credential_header, shown_header_value, shown_url
 from ._rules import Rules
@@ -41,7 +42,6 @@ __all__ = [
     "REDACTED",
     "MatchKey",
     "Matcher",
-    "RequestData",
     "canonical_url",
     "explain_miss",
 ]
@@ -165,21 +165,6 @@ def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     if parts.fragment:
         text += f"#{parts.fragment}"
     return text
-
-
-class RequestData(NamedTuple):
-    """The parts of a live request that matching and recording need, library-neutral.  `url`
-    is in its canonical form (`canonical_url`, with the secret query parameters redacted).
-
-    A named tuple (immutable, like the frozen dataclasses elsewhere) because one is built for
-    every request: it is the cheapest record Python makes."""
-
-    method: str
-    url: str
-    headers: Headers
-    body: bytes
-    host: str
-    port: int | None
 
 
 MatchKey = tuple[str, str, Headers, bytes]

@@ -32,7 +32,7 @@ import re
 import threading
 import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 from httpx import _decoders as httpx_decoders  # the decoders httpx itself uses
@@ -49,6 +49,7 @@ from ._credentials import (
     refuse_credentials,
 )
 from ._exceptions import BodyTooLargeError, UndecodableBodyError
+from ._exchange import RequestData
 from ._format import Headers
 from ._placeholders import PLACEHOLDER_MARKERS, is_placeholder
 from ._shown import (
@@ -59,9 +60,6 @@ from ._shown import (
     shown_url,
     shown_value,
 )
-
-if TYPE_CHECKING:
-    from ._matching import RequestData
 
 __all__ = [
     "CREDENTIAL_HEADERS",

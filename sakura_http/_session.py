@@ -39,9 +39,10 @@ from ._exceptions import (
     RecordingForbidden,
     hidden_in_tracebacks,
 )
+from ._exchange import RequestData
 from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
 from ._hosts import HostList
-from ._matching import Matcher, MatchKey, RequestData, explain_miss
+from ._matching import Matcher, MatchKey, explain_miss
 from ._pipeline import prepare
 from ._policy import (
     BodyDecoder,

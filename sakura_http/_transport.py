@@ -24,10 +24,10 @@ from ._exceptions import (
     RecordingForbidden,
     hidden_in_tracebacks,
 )
+from ._exchange import RequestData
 from ._format import Exchange
 from ._front_end import CassetteFrontEnd
 from ._libraries import HttpLibrary, library_of
-from ._matching import RequestData
 from ._session import Plan
 
 if TYPE_CHECKING:

@@ -20,12 +20,12 @@ from sakura_http import (
     Scrub,
     canonical_url,
 )
+from sakura_http._exchange import RequestData
 from sakura_http._format import Exchange
 from sakura_http._libraries import _request_headers, _url_view, library_of
 from sakura_http._matching import (
     DEFAULT_IGNORE_HEADERS,
     Matcher,
-    RequestData,
     _canonical_url,
     explain_miss,
 )

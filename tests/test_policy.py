@@ -32,8 +32,9 @@ from sakura_http import (
     _policy,
 )
 from sakura_http._cassette import load_cassette
+from sakura_http._exchange import RequestData
 from sakura_http._format import Exchange, encode_exchange, encode_header
-from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher, RequestData, explain_miss
+from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher, explain_miss
 from sakura_http._policy import (
     NOT_CREDENTIAL_HEADERS,
     SHOWN_CHARS,

@@ -21,9 +21,10 @@ import aiohttp
 
 from .._config import CassetteConfig, CassetteOptions, resolve_config
 from .._exceptions import CassetteError, ConfigurationError, hidden_in_tracebacks
+from .._exchange import RequestData
 from .._format import Exchange, FaultInfo, header_text
 from .._front_end import CassetteFrontEnd
-from .._matching import RequestData, canonical_url
+from .._matching import canonical_url
 from .._session import Plan
 from .._streams import ReplayStream
 from ._advice import AiohttpAdvice

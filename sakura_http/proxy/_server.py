@@ -30,10 +30,10 @@ from anyio.streams.stapled import MultiListener
 from anyio.streams.tls import TLSStream
 
 from .._exceptions import BodyTooLargeError, CassetteError, ConfigurationError
+from .._exchange import RequestData
 from .._format import Exchange, header_text
 from .._hosts import split_host_entry
 from .._libraries import library_of
-from .._matching import RequestData
 from .._policy import check_body_size, shown_url
 from .._session import CassetteUser, Plan, ResponseRecorder
 from .._streams import ReplayStream, TeeStream

@@ -39,9 +39,10 @@ from urllib3.exceptions import SSLError as Urllib3SSLError
 
 from .._config import DEFAULT_CHUNK_SIZE, CassetteConfig, CassetteOptions, resolve_config
 from .._exceptions import CassetteError, hidden_in_tracebacks
+from .._exchange import RequestData
 from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
-from .._matching import RequestData, canonical_url
+from .._matching import canonical_url
 from .._session import Plan
 from .._streams import ReplayStream, TeeStream
 from ._advice import RequestsAdvice
