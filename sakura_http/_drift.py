@@ -25,28 +25,41 @@ What counts as drift, in the order it is checked:
 
 A body that was cut short at recording (`Exchange.truncated`) has no shape to compare; neither
 has a recorded body that is not valid JSON or SSE.
+
+Every front end that verifies reports through the same two steps: `check_exchange` turns a
+recorded exchange and its live counterpart into a `Checked` result, whose `lines()` are the
+report (``#1 POST https://... (200 -> 200): drifted`` and one line per difference); and
+`replay_pairs` pairs live exchanges with the recorded ones a replay would have played, for a
+front end (``pytest --verify``) whose live requests are not re-sent from the cassette.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
+from ._config import DEFAULT_SECRET_QUERY_PARAMS
 from ._format import Exchange
-from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS, _is_json
+from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS, Matcher, MatchKey, _is_json
 from ._rules import LLM_VOLATILE_RESPONSE_HEADERS
+from ._shown import shown_url
 
 __all__ = [
     "ENUM_KEYS",
+    "OUTCOME_WORDS",
     "VOLATILE_RESPONSE_HEADERS",
+    "Checked",
     "Difference",
+    "Outcome",
+    "check_exchange",
     "compare_json",
     "compare_responses",
+    "replay_pairs",
     "sse_events",
 ]
 
@@ -184,6 +197,88 @@ def compare_responses(
             else:
                 out.extend(_compare_events(old_events, new_events))
     return out
+
+
+Outcome = Literal["same", "drifted", "failed", "skipped"]
+
+#: How each outcome is printed.
+OUTCOME_WORDS: dict[Outcome, str] = {
+    "same": "same shape",
+    "drifted": "drifted",
+    "failed": "failed",
+    "skipped": "skipped",
+}
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What verifying one recorded exchange found: its `outcome`, the `differences` of a drifted
+    one, the `live_status` (None when nothing live answered) and a `reason` (why it failed or
+    was skipped, or advice on a drifted one).  `index` is its position in the cassette, from 0.
+    """
+
+    index: int
+    recorded: Exchange
+    outcome: Outcome
+    differences: list[Difference] = field(default_factory=list)
+    live_status: int | None = None
+    reason: str | None = None
+
+    def label(self) -> str:
+        """``#1 id=... POST https://...``: the exchange as every report names it (secret query
+        values shown as their length)."""
+        ex = self.recorded
+        ident = f" id={ex.id}" if ex.id is not None else ""
+        url = shown_url(ex.url, DEFAULT_SECRET_QUERY_PARAMS)
+        return f"#{self.index + 1}{ident} {ex.method} {url}"
+
+    def lines(self) -> list[str]:
+        """The report of this exchange: its label, the statuses, the outcome (and reason), then
+        each difference on a line of its own, indented by four spaces."""
+        status = ""
+        if self.live_status is not None:
+            recorded = "ERR" if self.recorded.status is None else str(self.recorded.status)
+            status = f" ({recorded} -> {self.live_status})"
+        reason = f": {self.reason}" if self.reason else ""
+        head = f"{self.label()}{status}: {OUTCOME_WORDS[self.outcome]}{reason}"
+        return [head, *(f"    {difference}" for difference in self.differences)]
+
+
+def check_exchange(
+    index: int,
+    recorded: Exchange,
+    live: Exchange,
+    *,
+    ignore_headers: Iterable[str] = (),
+    reason: str | None = None,
+) -> Checked:
+    """Compare `live` with `recorded` (`compare_responses`): "drifted" with the differences, or
+    "same".  `index` is the recorded exchange's position in its cassette."""
+    differences = compare_responses(recorded, live, ignore_headers=ignore_headers)
+    outcome: Outcome = "drifted" if differences else "same"
+    return Checked(index, recorded, outcome, differences, live.status, reason)
+
+
+def replay_pairs(
+    recorded: Sequence[Exchange], live: Iterable[Exchange], matcher: Matcher
+) -> Iterator[tuple[int | None, Exchange]]:
+    """Each of `live` (in the order it was sent) with the position in `recorded` of the exchange
+    a replay would have played for its request under `matcher`: the next unplayed one of the
+    same match key, or the last of them again once all were played; None when no recorded
+    exchange has its key (a replay would miss it)."""
+    slots: dict[MatchKey, list[int]] = {}
+    for position, exchange in enumerate(recorded):
+        slots.setdefault(matcher.key_of_exchange(exchange), []).append(position)
+    played: dict[MatchKey, int] = {}
+    for exchange in live:
+        key = matcher.key_of_exchange(exchange)
+        positions = slots.get(key)
+        if not positions:
+            yield None, exchange
+            continue
+        count = played.get(key, 0)
+        played[key] = count + 1
+        yield positions[min(count, len(positions) - 1)], exchange
 
 
 def compare_json(old: Any, new: Any, path: str = "") -> list[Difference]:

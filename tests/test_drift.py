@@ -12,11 +12,14 @@ from hypothesis import strategies as st
 from sakura_http._drift import (
     VOLATILE_RESPONSE_HEADERS,
     Difference,
+    check_exchange,
     compare_json,
     compare_responses,
+    replay_pairs,
     sse_events,
 )
 from sakura_http._format import Exchange
+from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher
 from sakura_http._rules import LLM_VOLATILE_RESPONSE_HEADERS
 
 JSON = (("content-type", "application/json"),)
@@ -306,3 +309,46 @@ def test_plain_data_is_a_string_whose_value_is_not_compared() -> None:
     old = sse((None, {"choices": []}), (None, "[DONE]"))
     new = sse((None, {"choices": []}), (None, "[END]"))
     assert compare_responses(answer(old, SSE), answer(new, SSE)) == []
+
+
+# --- the report of one exchange, and pairing live exchanges with recorded ones --------------------
+
+
+def test_a_checked_exchange_reports_its_label_statuses_and_each_difference() -> None:
+    recorded = answer(MESSAGE, url="https://api.example.test/v1/messages?api_key=sk-12345")
+    live = answer({**MESSAGE, "model": "m"}, status=201)
+    checked = check_exchange(2, recorded, live)
+    assert checked.outcome == "drifted" and checked.live_status == 201
+    assert checked.lines() == [
+        "#3 POST https://api.example.test/v1/messages?api_key=<hidden, 8 chars> (200 -> 201): "
+        "drifted",
+        "    key added: response.body.model",
+    ]
+    same = check_exchange(0, recorded, recorded, reason="see the note")
+    assert same.lines() == [
+        "#1 POST https://api.example.test/v1/messages?api_key=<hidden, 8 chars> (200 -> 200): "
+        "same shape: see the note"
+    ]
+
+
+def _request(url: str, body: str = "") -> Exchange:
+    return Exchange("GET", url, body=body.encode(), status=200)
+
+
+def test_live_exchanges_pair_with_what_a_replay_would_have_played() -> None:
+    """The next unplayed recorded exchange of the same request, the last one again once all
+    were played, and None for a request no recorded exchange matches."""
+    a1, b1, a2 = (_request(f"https://api.example.test/{n}") for n in ("a", "b", "a"))
+    a2 = replace(a2, response_body=b"second")
+    matcher = Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset())
+    live = [_request("https://API.example.test:443/a"), _request("https://api.example.test/b")]
+    live += [_request("https://api.example.test/a"), _request("https://api.example.test/a")]
+    live.append(_request("https://api.example.test/new"))
+    pairs = [(index, exchange.url) for index, exchange in replay_pairs([a1, b1, a2], live, matcher)]
+    assert pairs == [
+        (0, "https://API.example.test:443/a"),  # the canonical URL matches, as in a replay
+        (1, "https://api.example.test/b"),
+        (2, "https://api.example.test/a"),
+        (2, "https://api.example.test/a"),  # all played: the last one repeats
+        (None, "https://api.example.test/new"),
+    ]

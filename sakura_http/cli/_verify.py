@@ -18,15 +18,15 @@ import os
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import httpx
 import orjson
 
 from .._cassette import load_cassette
-from .._drift import Difference, compare_responses
+from .._drift import OUTCOME_WORDS, Checked, check_exchange
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers
 from .._hosts import HostList
@@ -34,6 +34,7 @@ from .._matching import HOP_BY_HOP_HEADERS
 from .._placeholders import is_placeholder
 from .._policy import REDACTED, names_a_secret
 from ._show import url_shown
+from ._usage import cassettes_below
 
 __all__ = ["EXIT_NO_HOSTS", "HOSTS_VARIABLE", "add_verify_command"]
 
@@ -53,29 +54,15 @@ _NOT_RESENT = frozenset(
 )
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\$))")
 
-Outcome = Literal["same", "drifted", "failed", "skipped"]
-
 
 class _BadInput(Exception):
     """A usage error or an unreadable cassette: one line on stderr, exit 2."""
 
 
-@dataclass(frozen=True)
-class _Result:
-    """What verifying one recorded exchange found."""
-
-    index: int
-    recorded: Exchange
-    outcome: Outcome
-    differences: list[Difference] = field(default_factory=list)
-    live_status: int | None = None
-    reason: str | None = None  # why it failed or was skipped
-
-
 @dataclass
 class _Verified:
     path: Path
-    results: list[_Result]
+    results: list[Checked]
     needed: list[str]  # credential headers the requests need that no option gave
 
 
@@ -123,7 +110,7 @@ def _cassette_files(names: Sequence[str]) -> list[Path]:
     for name in names:
         path = Path(name)
         if path.is_dir():
-            files.extend(p for p in sorted(path.rglob("*.jsonl")) if p.is_file())
+            files.extend(cassettes_below(path))
         elif path.exists():
             files.append(path)
         else:
@@ -171,23 +158,23 @@ def _verify_exchange(
     given: Callable[[tuple[str, int | None]], list[tuple[str, str]]],
     ignore_headers: Sequence[str],
     needed: set[str],
-) -> _Result:
+) -> Checked:
     try:
         url = httpx.URL(recorded.url)
     except httpx.InvalidURL as exc:
-        return _Result(index, recorded, "failed", reason=f"the recorded URL is invalid: {exc}")
+        return Checked(index, recorded, "failed", reason=f"the recorded URL is invalid: {exc}")
     host = _host_port(url)
     if host not in hosts:
         where = url.host if url.port is None else f"{url.host}:{url.port}"
-        return _Result(index, recorded, "skipped", reason=f"{where} is not a --record-host")
+        return Checked(index, recorded, "skipped", reason=f"{where} is not a --record-host")
     if recorded.error is not None and recorded.status is None:
-        return _Result(index, recorded, "skipped", reason="it recorded a transport failure")
+        return Checked(index, recorded, "skipped", reason="it recorded a transport failure")
     credentials = given(host)
     headers = _request_headers(recorded.headers, credentials, needed)
     try:
         response = client.request(recorded.method, url, headers=headers, content=recorded.body)
     except httpx.HTTPError as exc:
-        return _Result(index, recorded, "failed", reason=f"{type(exc).__name__}: {exc}")
+        return Checked(index, recorded, "failed", reason=f"{type(exc).__name__}: {exc}")
     live = Exchange(
         method=recorded.method,
         url=recorded.url,
@@ -197,27 +184,16 @@ def _verify_exchange(
         ),
         response_body=response.content,
     )
-    differences = compare_responses(recorded, live, ignore_headers=ignore_headers)
     reason = None
     if response.status_code in (401, 403, 407) and not credentials:
         reason = (
             f"the origin answered {response.status_code} and no credentials were given for "
             "it: pass them with --header or --header-for"
         )
-    outcome: Outcome = "drifted" if differences else "same"
-    return _Result(index, recorded, outcome, differences, response.status_code, reason)
+    return check_exchange(index, recorded, live, ignore_headers=ignore_headers, reason=reason)
 
 
 # --- output ----------------------------------------------------------------------------------
-
-
-def _label(result: _Result) -> str:
-    ex = result.recorded
-    ident = f" id={ex.id}" if ex.id is not None else ""
-    return f"#{result.index + 1}{ident} {ex.method} {url_shown(ex.url)}"
-
-
-_WORDS = {"same": "same shape", "drifted": "drifted", "failed": "failed", "skipped": "skipped"}
 
 
 def _text(verified: list[_Verified]) -> str:
@@ -227,12 +203,7 @@ def _text(verified: list[_Verified]) -> str:
         if not cassette.results:
             lines.append("  (no exchanges)")
         for result in cassette.results:
-            status = ""
-            if result.live_status is not None:
-                status = f" ({_status(result.recorded)} -> {result.live_status})"
-            reason = f": {result.reason}" if result.reason else ""
-            lines.append(f"  {_label(result)}{status}: {_WORDS[result.outcome]}{reason}")
-            lines.extend(f"      {difference}" for difference in result.differences)
+            lines.extend(f"  {line}" for line in result.lines())
         if cassette.needed:
             lines.append(
                 f"  needed, not given: {', '.join(cassette.needed)} (recorded without its value: "
@@ -242,14 +213,10 @@ def _text(verified: list[_Verified]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _status(exchange: Exchange) -> str:
-    return "ERR" if exchange.status is None else str(exchange.status)
-
-
 def _counts(verified: list[_Verified]) -> dict[str, int]:
     results = [result for cassette in verified for result in cassette.results]
     counts = {"cassettes": len(verified), "exchanges": len(results)}
-    for outcome in _WORDS:
+    for outcome in OUTCOME_WORDS:
         counts[outcome] = sum(result.outcome == outcome for result in results)
     return counts
 
@@ -258,7 +225,7 @@ def _summary_line(verified: list[_Verified]) -> str:
     n = _counts(verified)
     cassettes = "1 cassette" if n["cassettes"] == 1 else f"{n['cassettes']} cassettes"
     exchanges = "1 exchange" if n["exchanges"] == 1 else f"{n['exchanges']} exchanges"
-    parts = ", ".join(f"{n[outcome]} {word}" for outcome, word in _WORDS.items())
+    parts = ", ".join(f"{n[outcome]} {word}" for outcome, word in OUTCOME_WORDS.items())
     return f"{cassettes}, {exchanges}: {parts}"
 
 
@@ -272,7 +239,7 @@ def _json(verified: list[_Verified]) -> dict[str, Any]:
                         "index": result.index + 1,
                         "id": result.recorded.id,
                         "method": result.recorded.method,
-                        "url": url_shown(result.recorded.url),
+                        "url": url_shown(result.recorded.url),  # as Checked.label shows it
                         "outcome": result.outcome,
                         "recorded_status": result.recorded.status,
                         "live_status": result.live_status,
