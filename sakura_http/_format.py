@@ -14,9 +14,9 @@ A body that is not valid UTF-8 is stored base64-encoded under `body_b64` /
 `response_body_b64`.  Response header values are bytes on the wire: they are written as their
 UTF-8 text, or, when one of them is not valid UTF-8, all as their Latin-1 text with
 `"response_header_charset":"latin-1"` (a 1.x addition), so replay sends the very bytes recorded.
-Optional fields (`id`, `error`, `chunks`, `truncated`, `timings_ms`, `response_header_charset`)
-follow the required ones; unknown fields that a later 1.x version may add are kept verbatim in
-`Exchange.extra` and written back unchanged.
+Optional fields (`id`, `error`, `chunks`, `truncated`, `timings_ms`, `response_header_charset`,
+`recorded_at`: the UTC day, ``"2026-12-01"``) follow the required ones; unknown fields that a
+later 1.x version may add are kept verbatim in `Exchange.extra` and written back unchanged.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import datetime
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -44,7 +46,6 @@ from ._exchange import (
 )
 from ._exchange import new_exchange as new_exchange  # re-exported: the recorder builds with it
 from ._shown import shown_value
-from ._value import Value
 
 if TYPE_CHECKING:
     from ._format_fast import Line
@@ -80,15 +81,14 @@ _KNOWN_FIELDS = frozenset(
         "method", "url", "headers", "body", "body_b64",
         "status", "response_headers", "response_body", "response_body_b64",
         "id", "error", "chunks", "truncated", "timings_ms", "response_header_charset",
+        "recorded_at",
     }
 )  # fmt: skip
 
 
-@dataclass(slots=True, eq=False, repr=False)  # ==, repr: Value's
-class CassetteContent(Value):
+@dataclass(slots=True)
+class CassetteContent:
     """A parsed cassette: its header object, exchanges and the line number of each."""
-
-    __hash__: ClassVar[None] = None  # type: ignore[assignment]  # not frozen: unhashable
 
     header: dict[str, Any]
     exchanges: list[Exchange]
@@ -170,10 +170,21 @@ def encode_exchange(exchange: Exchange) -> bytes:
         obj["truncated"] = True
     if exchange.timings_ms is not None:
         obj["timings_ms"] = exchange.timings_ms
+    if exchange.recorded_at is not None:
+        obj["recorded_at"] = _day_text(exchange.recorded_at)
     for key, value in exchange.extra.items():
         if key not in obj:
             obj[key] = value
     return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def _day_text(day: datetime.date) -> str:
+    # A datetime is a date too, but its isoformat() is a timestamp the loader refuses.
+    if type(day) is not datetime.date:
+        raise ValueError(
+            f"recorded_at must be a datetime.date (the UTC day), not {type(day).__name__}"
+        )
+    return day.isoformat()
 
 
 # --- decoding -----------------------------------------------------------------------------
@@ -336,6 +347,25 @@ def _numbers(
     return tuple(value)
 
 
+#: The one spelling of `recorded_at`: an ISO 8601 calendar date in its extended form.
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+
+
+def _recorded_at(obj: dict[str, Any]) -> datetime.date | None:
+    if "recorded_at" not in obj:
+        return None
+    value = obj["recorded_at"]
+    if isinstance(value, str) and _DAY.match(value):
+        try:
+            return datetime.date.fromisoformat(value)
+        except ValueError:
+            pass
+    raise FieldError(
+        "field 'recorded_at' must be the UTC day the exchange was recorded, as \"YYYY-MM-DD\" "
+        f'(an ISO 8601 date such as "2026-12-01"), not {shown_value(value)}'
+    )
+
+
 def _check_latin1(charset: Any, headers: Headers) -> None:
     if charset != "latin-1":
         raise FieldError(
@@ -411,6 +441,7 @@ def _exchange(obj: Any) -> Exchange:
         truncated=truncated,
         timings_ms=timings,
         response_header_charset=charset,
+        recorded_at=_recorded_at(obj),
         extra={k: v for k, v in obj.items() if k not in _KNOWN_FIELDS},
     )
 

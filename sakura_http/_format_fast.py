@@ -9,6 +9,7 @@ decoder (`_format._exchange`), which names the problem.
 
 from __future__ import annotations
 
+import datetime
 import operator
 import re
 from typing import Annotated
@@ -32,10 +33,10 @@ class Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     shape, and decodes them alike (tests/test_format.py checks the two agree on any spelling of
     a line); anything else -- a fault, a base64 body, a header charset, an unknown field, any
     wrong value or JSON -- fails to decode and goes to the strict decoder, which names the
-    problem.  `UNSET` (not None) marks an absent `chunks` or `timings_ms`, so that a null one is
-    refused, as the strict decoder refuses it.  (No field is left undecoded as `msgspec.Raw`:
-    msgspec does not check the UTF-8 of what it skips, and a key given twice would let the
-    first value through unchecked.)
+    problem.  `UNSET` (not None) marks an absent `chunks`, `timings_ms` or `recorded_at`, so
+    that a null one is refused, as the strict decoder refuses it.  (No field is left undecoded
+    as `msgspec.Raw`: msgspec does not check the UTF-8 of what it skips, and a key given twice
+    would let the first value through unchecked.)
     """
 
     method: str
@@ -51,6 +52,8 @@ class Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     timings_ms: tuple[Count | Annotated[float, msgspec.Meta(ge=0)], ...] | msgspec.UnsetType = (
         msgspec.UNSET
     )
+    # msgspec reads exactly "YYYY-MM-DD", a real day, as the strict decoder does.
+    recorded_at: datetime.date | msgspec.UnsetType = msgspec.UNSET
 
 
 decode_line = msgspec.json.Decoder(Line).decode
@@ -113,6 +116,7 @@ def from_line(
         timings,
         "utf-8",
         line.id,
+        None if line.recorded_at is msgspec.UNSET else line.recorded_at,
     )
 
 

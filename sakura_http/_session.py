@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from ._advice import Advice
+from ._age import Dating
 from ._cassette import AtomicRecording, append_lines, load_cassette, open_for_writing
 from ._config import CassetteConfig
 from ._core import Action, Actions, RecordMode, Refusal, actions
@@ -150,6 +151,8 @@ class CassetteSession:
             header, recorded = {}, []  # re-recording replaces the unreadable file
         self._header: dict[str, Any] = header  # encode_header() keeps only its extra keys
         self.exchanges: list[Exchange] = [] if self.mode is RecordMode.ALL else recorded
+        #: The day written on each exchange: a re-recording keeps the day of one unchanged.
+        self._dating = Dating(recorded if self.mode is RecordMode.ALL else ())
         self._played: set[int] = set()  # ids of the exchanges played (or recorded) in this run
         self._indexes: dict[Matcher, dict[MatchKey, _Slot]] = {}
         # Re-recording claims the cassette at once (other processes' appends are refused from
@@ -310,6 +313,7 @@ class CassetteSession:
         is its key under one set of rules, when the caller has it.  With `wait` False, a lock
         another thread or process holds is not waited for: nothing is done and the answer is
         False (else True)."""
+        exchange = self._dating.stamp(exchange)
         line = encode_exchange(exchange)
         if not self._lock.acquire(blocking=wait):
             return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import itertools
 import re
@@ -78,6 +79,54 @@ def test_round_trip_keeps_everything_including_unknown_fields() -> None:
     assert b'"response_body_b64":"AIH/"' in line
     assert decode_exchange(line, P, 2) == exchange
     assert encode_exchange(decode_exchange(line, P, 2)) == line
+
+
+def test_recorded_at_is_the_utc_day_written_after_the_known_fields() -> None:
+    exchange = Exchange(
+        "GET", "https://api.example.test/", recorded_at=datetime.date(2026, 12, 1),
+        extra={"notes": ["n"]},
+    )  # fmt: skip
+    line = encode_exchange(exchange)
+    assert line.endswith(b',"response_body":"","recorded_at":"2026-12-01","notes":["n"]}\n')
+    for loaded in (decode_exchange(line, P, 2), parse_cassette(HEADER + line, P).exchanges[0]):
+        assert loaded.recorded_at == datetime.date(2026, 12, 1)
+        assert loaded.extra == {"notes": ["n"]}
+        assert encode_exchange(loaded) == line
+
+
+def test_an_exchange_without_recorded_at_loads_undated_and_is_written_back_without_it() -> None:
+    line = encode_exchange(Exchange("GET", "https://api.example.test/"))
+    assert b"recorded_at" not in line
+    (loaded,) = parse_cassette(HEADER + line, P).exchanges
+    assert loaded.recorded_at is None
+    assert encode_exchange(loaded) == line
+
+
+def test_recorded_at_takes_no_part_in_equality() -> None:
+    old = Exchange("GET", "https://api.example.test/", recorded_at=datetime.date(2026, 1, 2))
+    new = Exchange("GET", "https://api.example.test/", recorded_at=datetime.date(2026, 12, 1))
+    assert old == new
+    assert old != Exchange("GET", "https://api.example.test/", status=201)
+
+
+@pytest.mark.parametrize(
+    "value", ['"2026-12-01T10:00:00Z"', '"20261201"', '"2026-13-01"', "null", "20261201"]
+)
+def test_a_bad_recorded_at_names_file_line_and_the_spelling_it_needs(value: str) -> None:
+    good = encode_exchange(Exchange("GET", "https://api.example.test/"))
+    bad = good[:-2] + b',"recorded_at":' + value.encode() + b"}\n"
+    with pytest.raises(CassetteFormatError) as caught:
+        parse_cassette(HEADER + good + bad, P)
+    assert caught.value.line == 3
+    assert str(caught.value).startswith(f"{P}:3: field 'recorded_at' must be the UTC day")
+    assert '"YYYY-MM-DD"' in str(caught.value)
+
+
+def test_the_writer_refuses_a_timestamp_for_recorded_at() -> None:
+    # A datetime is a date, but its isoformat() would write a line the loader refuses.
+    moment = datetime.datetime(2026, 12, 1, 10, tzinfo=datetime.timezone.utc)
+    with pytest.raises(ValueError, match=r"recorded_at must be a datetime\.date"):
+        encode_exchange(Exchange("GET", "https://api.example.test/", recorded_at=moment))
 
 
 def test_fault_exchange_needs_no_response() -> None:
@@ -273,6 +322,7 @@ _VALID = {
     "chunks": [1, 2],
     "truncated": False,
     "timings_ms": [0.5, 1],
+    "recorded_at": "2026-12-01",
 }
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2, 1000) | st.floats(-1, 10) | st.text(max_size=3),
@@ -349,6 +399,11 @@ _TEXTS: dict[str, list[bytes]] = {
     "body_b64": [b'"AA=="', b'"%%"'],
     "response_body_b64": [b'"AA=="'],
     "response_header_charset": [b'"latin-1"', b'"utf-8"'],
+    "recorded_at": [
+        b'"2026-12-01"', b'"2024-02-29"', b'"2026-02-29"', b'"20261201"', b'"2026-W48-2"',
+        b'"2026-12-01T10:00:00Z"', b'"0000-01-01"', b'"2026-1-1"', b'"\\u0032026-12-01"',
+        b'"\xd9\xa2026-12-01"', b"null", b"20261201", b'""',
+    ],
     "other": [b"1", b'{"a":[1]}'],
 }  # fmt: skip
 _COMMON = ["method", "url", "headers", "body", "status", "response_headers", "response_body"]
@@ -399,6 +454,7 @@ def test_the_fast_path_builds_exchanges_as_their_constructor_does() -> None:
     # `_format_fast.from_line` sets the slots of the frozen Exchange directly, skipping its
     # dataclass __init__: every field must be set, to what Exchange(...) would hold.
     import dataclasses
+    import datetime
 
     from sakura_http._format_fast import decode_line, from_line
 
@@ -419,6 +475,7 @@ def test_the_fast_path_builds_exchanges_as_their_constructor_does() -> None:
         truncated=True,
         timings_ms=(0.5, 1),
         response_header_charset="utf-8",
+        recorded_at=datetime.date(2026, 12, 1),
         extra={},
     )
     for field in dataclasses.fields(Exchange):
@@ -476,6 +533,9 @@ def test_new_exchange_sets_every_field_as_the_constructor_does() -> None:
         ("timings_ms", [1.0], "one entry per entry of 'chunks'"),
         ("timings_ms", [1.0, "2"], "list of non-negative numbers"),
         ("body", 3, "must be a string"),
+        ("recorded_at", "2026-12-01T10:00:00Z", "'recorded_at' must be the UTC day"),
+        ("recorded_at", "2026-02-30", 'as "YYYY-MM-DD"'),
+        ("recorded_at", None, "not None"),
     ],
 )
 def test_every_malformed_field_of_a_common_line_names_its_line(

@@ -1,0 +1,110 @@
+"""The age of recorded exchanges: the day stamped on each one written (`Dating`), and how old is
+too old (`parse_max_age`, `is_older`).
+
+Each exchange line carries `recorded_at`, the UTC day it was recorded (``"2026-12-01"``): a day,
+not a timestamp, so that re-recording an unchanged API on the same day or later changes nothing
+in the file, and a cassette does not tell when in the day (or night) someone worked.  The day
+is set in one place, `CassetteSession.commit`, through `Dating.stamp`, so every way of recording
+(the transports, streamed and stream-through responses, faults, the proxy, requests and
+aiohttp) dates its exchanges alike.
+
+A re-recording (mode "all") keeps the day of an exchange it records again unchanged: an
+exchange whose line, apart from `recorded_at`, is the line of an exchange of the cassette it
+replaces takes that exchange's day, so a re-recording that changed nothing leaves the file
+byte-identical (no churn in git).  Only an old exchange without a day (written before the
+field existed) gives none: the re-recording dates it today.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+import threading
+from collections import deque
+from collections.abc import Iterable
+
+from ._format import Exchange, encode_exchange
+
+__all__ = ["AGE_UNITS", "Dating", "is_older", "parse_max_age", "today"]
+
+#: The units `parse_max_age` reads, and how long each is.
+AGE_UNITS = {
+    "h": datetime.timedelta(hours=1),
+    "d": datetime.timedelta(days=1),
+    "w": datetime.timedelta(weeks=1),
+}
+_AGE = re.compile(r"([0-9]+)([a-z]+)\Z")
+
+
+def today() -> datetime.date:
+    """The current UTC day: the only place the recording path reads the clock (a test replaces
+    it to freeze the day)."""
+    return datetime.datetime.now(datetime.timezone.utc).date()
+
+
+def parse_max_age(text: str) -> datetime.timedelta:
+    """``"90d"`` as a timedelta: a whole number and a unit, ``h`` (hours), ``d`` (days) or
+    ``w`` (weeks).  Raises ValueError with a message that says what is accepted."""
+    match = _AGE.match(text.strip().lower())
+    unit = AGE_UNITS.get(match.group(2)) if match else None
+    if match is None or unit is None or int(match.group(1)) == 0:
+        raise ValueError(
+            f"{text!r} is not an age: give a whole number and a unit, h (hours), d (days) or "
+            "w (weeks), such as 90d, 12w or 36h"
+        )
+    return int(match.group(1)) * unit
+
+
+def is_older(
+    recorded_at: datetime.date | None, max_age: datetime.timedelta, now: datetime.datetime
+) -> bool:
+    """Whether an exchange recorded on the UTC day `recorded_at` is older than `max_age` at
+    `now` (an aware datetime): whether that whole day lies before ``now - max_age``, so it is
+    older however late in the day it was recorded.  An exchange without a day (from before the
+    field) is not: its age is unknown."""
+    if recorded_at is None:
+        return False
+    return recorded_at < (now.astimezone(datetime.timezone.utc) - max_age).date()
+
+
+class Dating:
+    """The day to stamp on each exchange a session writes (`stamp`).  Thread-safe.
+
+    `replaced`: the exchanges of the cassette a re-recording replaces (none otherwise).  An
+    exchange written whose line, apart from its day, is one of theirs takes that one's day
+    (each old exchange gives its day once, in cassette order); any other is dated `today()`.
+    """
+
+    __slots__ = ("_days", "_lock", "_replaced")
+
+    def __init__(self, replaced: Iterable[Exchange] = ()) -> None:
+        self._replaced = list(replaced)
+        self._days: dict[bytes, deque[datetime.date | None]] | None = None
+        self._lock = threading.Lock()
+
+    def stamp(self, exchange: Exchange) -> Exchange:
+        """`exchange` with its `recorded_at`: the replaced exchange's day or today's."""
+        day = self._kept_day(exchange) if self._replaced else None
+        if day is None:
+            day = today()
+        if exchange.recorded_at == day and type(exchange.recorded_at) is datetime.date:
+            return exchange
+        return dataclasses.replace(exchange, recorded_at=day)
+
+    def _kept_day(self, exchange: Exchange) -> datetime.date | None:
+        key = _undated_line(exchange)
+        with self._lock:
+            if self._days is None:  # (built at the first exchange a re-recording writes)
+                self._days = {}
+                for old in self._replaced:
+                    self._days.setdefault(_undated_line(old), deque()).append(old.recorded_at)
+            days = self._days.get(key)
+            return days.popleft() if days else None
+
+
+def _undated_line(exchange: Exchange) -> bytes:
+    """The cassette line of `exchange` without its day."""
+    if exchange.recorded_at is not None:
+        exchange = dataclasses.replace(exchange, recorded_at=None)
+    return encode_exchange(exchange)
