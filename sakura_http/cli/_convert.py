@@ -20,12 +20,18 @@ A body that is stored decoded but still tagged ``content-encoding: gzip`` (vcrpy
 requests/urllib3 2 and aiohttp writes such files) is stored plain with the header dropped,
 and the caller gets a note; a tagged body that is neither valid encoded data nor text is
 refused.
+
+The end of the module is the `convert` subcommand itself (its parser and handler,
+`add_convert_command`): which sources go to which targets, and what it prints.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
+import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,8 +49,9 @@ from .._transport import RecordingTransport
 from ._foreign import SourceExchange, VcrImportError, load_vcr, read_foreign
 from ._lint import credential_headers
 from ._show import url_shown
+from ._usage import EXIT_OK, EXIT_USAGE, PROG, AddCommand, UsageError, err, out, plural
 
-__all__ = ["ConvertResult", "VcrImportError", "convert_file"]
+__all__ = ["ConvertResult", "VcrImportError", "add_convert_command", "convert_file"]
 
 _REDACTED = REDACTED.encode("ascii")
 _UNSENT = frozenset({"host", "content-length"})  # httpx adds them; the source may not have
@@ -371,3 +378,125 @@ def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> Conv
         raise
     recording.commit()
     return result
+
+
+# --- the command -----------------------------------------------------------------------------
+
+_FOREIGN_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def _convert_plan(sources: list[Path], out: Path) -> list[tuple[Path, Path]]:
+    """(source, target) pairs: one file to OUT, like `cp`; several files or a directory into
+    the directory OUT (a directory's tree is kept, every output named `<stem>.jsonl`)."""
+    for source in sources:
+        if not source.exists():
+            raise UsageError(f"{source}: no such file")
+    if len(sources) == 1 and sources[0].is_file() and not out.is_dir():
+        return [(sources[0], out)]
+    pairs: list[tuple[Path, Path]] = []
+    for source in sources:
+        if source.is_dir():
+            found = sorted(
+                p for p in source.rglob("*") if p.is_file() and p.suffix in _FOREIGN_SUFFIXES
+            )
+            pairs += [(p, out / p.relative_to(source).with_suffix(".jsonl")) for p in found]
+        else:
+            pairs.append((source, out / source.with_suffix(".jsonl").name))
+    targets = Counter(target for _, target in pairs)
+    clashes = sorted(str(target) for target, n in targets.items() if n > 1)
+    if clashes:
+        raise UsageError(
+            f"several sources would be written to {clashes[0]}; convert them separately"
+        )
+    return pairs
+
+
+def _convert_one(source: Path, target: Path, force: bool) -> ConvertResult:
+    try:
+        return convert_file(source, target, overwrite=force)
+    except VcrImportError as exc:
+        raise UsageError(str(exc)) from None
+    except FileExistsError:
+        raise UsageError(
+            f"{target} already exists; pass --force to replace it (nothing was written)"
+        ) from None
+    except CassetteError as exc:  # the target is being re-recorded by another process
+        raise UsageError(f"{target}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or source}: {exc.strerror or exc}") from None
+
+
+def _convert_report(result: ConvertResult) -> None:
+    for name, numbers in sorted(result.dropped_headers.items()):
+        listed = ", ".join(map(str, numbers))
+        err(
+            f"{PROG} convert: warning: {result.source}: dropped request header {name} "
+            f"(interaction{'s' if len(numbers) > 1 else ''} {listed}): credentials never go "
+            f'into a cassette; replay with RecordingTransport(..., secret_headers=["{name}"])'
+        )
+    if result.untagged:
+        listed = ", ".join(map(str, result.untagged))
+        err(
+            f"{PROG} convert: note: {result.source}: interaction"
+            f"{'s' if len(result.untagged) > 1 else ''} {listed}: the body was stored already "
+            "decoded but still tagged with content-encoding (as vcrpy 9 does with urllib3 2 "
+            "and aiohttp); stored it decoded and dropped the header"
+        )
+    notes = []
+    if result.redacted_cookies:
+        notes.append(f"set-cookie redacted in {result.redacted_cookies}")
+    if result.redacted_echoes:
+        notes.append(f"echoed credentials redacted in {result.redacted_echoes}")
+    if result.decoded_bodies:
+        notes.append(f"{result.decoded_bodies} content-encoded bodies decoded")
+    suffix = f" ({'; '.join(notes)})" if notes else ""
+    out(
+        f"wrote {result.target}: {plural(len(result.exchanges), 'exchange')} from "
+        f"{result.source}{suffix}"
+    )
+
+
+def _convert(args: argparse.Namespace) -> int:
+    pairs = _convert_plan([Path(s) for s in args.sources], Path(args.out))
+    if len(pairs) == 1 and len(args.sources) == 1 and Path(args.sources[0]).is_file():
+        _convert_report(_convert_one(*pairs[0], args.force))
+        return EXIT_OK
+    progress = sys.stderr.isatty() and len(pairs) >= 10
+    converted = exchanges = 0
+    for number, (source, target) in enumerate(pairs, start=1):
+        if progress:
+            sys.stderr.write(f"\r\x1b[K[{number}/{len(pairs)}] {source}")
+            sys.stderr.flush()
+        try:
+            result = _convert_one(source, target, args.force)
+        except UsageError as exc:
+            if progress:
+                sys.stderr.write("\r\x1b[K")
+            err(f"{PROG} convert: error: {exc}")
+            continue
+        if progress:
+            sys.stderr.write("\r\x1b[K")
+        _convert_report(result)
+        converted += 1
+        exchanges += len(result.exchanges)
+    refused = len(pairs) - converted
+    out(
+        f"converted {converted} of {plural(len(pairs), 'file')} "
+        f"({plural(exchanges, 'exchange')}); {refused} refused"
+    )
+    return EXIT_USAGE if refused else EXIT_OK
+
+
+def add_convert_command(command: AddCommand) -> None:
+    """Register `convert` through the CLI's registrar."""
+    convert = command(
+        "convert",
+        _convert,
+        "Import vcrpy (YAML, JSON) or cassetter (YAML, TOML) cassettes.",
+        "One file is written to OUT; several files or directories into the directory OUT. "
+        "Each file is recorded under the recording rules and replayed to check it before it "
+        "is written; what cannot be converted exactly is refused (exit 2).",
+    )
+    convert.add_argument("sources", metavar="SOURCE", nargs="+")
+    convert.add_argument("out", metavar="OUT")
+    convert.add_argument("--force", action="store_true", help="replace outputs that exist")

@@ -12,30 +12,59 @@ those the caller ignores, such as `date`), the request body, status, each respon
 response body, the recorded error, chunk boundaries, the truncated mark and unknown extra
 fields.  Text bodies get a unified diff (JSON pretty-printed with sorted keys, server-sent
 events one field per line); binary bodies their sizes and SHA-256.  `timings_ms` is not
-compared: arrival times differ on every recording and say nothing about the content.  This
-module does no I/O.
+compared: arrival times differ on every recording and say nothing about the content.  The
+comparison does no I/O; the end of the module is the `diff` subcommand itself (its parser and
+handler, `add_diff_command`): it reads the cassettes, from disk or from git (`_git.py`), pairs
+the cassettes of two folders or revisions by their path, and prints the result.
 """
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import hashlib
 from collections import Counter, deque
-from collections.abc import Hashable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
+from fnmatch import fnmatch
+from pathlib import Path
 from typing import Any
 
-from .._format import CassetteContent, Exchange, Headers
+from .._exceptions import CassetteFormatError
+from .._format import CassetteContent, Exchange, Headers, parse_cassette
 from .._matching import DEFAULT_IGNORE_HEADERS, Matcher, normalized_body, pretty_body
-from .._policy import CREDENTIAL_HEADERS, shown_header_value
-from ._show import url_shown
+from .._policy import CREDENTIAL_HEADERS, shown_header_value, shown_value
+from ._git import (
+    BlobReader,
+    GitError,
+    blob_ids,
+    files_at_revision,
+    kind_at_revision,
+    show_at_revision,
+)
+from ._lint import not_a_cassette
+from ._show import human_size, load_named, status_text, url_shown
+from ._usage import (
+    CASSETTE_GLOB,
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    AddCommand,
+    UsageError,
+    cassettes_below,
+    dump_json,
+    err,
+    out,
+)
 
 __all__ = [
     "CassetteDiff",
     "Change",
     "ChangedExchange",
     "ExchangeRef",
+    "add_diff_command",
     "diff_cassettes",
     "diff_exchanges",
     "unified_diff",
@@ -508,3 +537,344 @@ def diff_cassettes(
             result.unchanged.append((old_ref, new_ref))
     result.removed = sorted((ref for refs in left.values() for ref in refs), key=lambda r: r.index)
     return result
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def _describe(ref: ExchangeRef) -> str:
+    ex = ref.exchange
+    ident = f" id={ex.id}" if ex.id is not None else ""
+    outcome = status_text(ex) if ex.error is None else f"error {ex.error.type}"
+    return f"#{ref.index + 1}{ident} {ex.method} {url_shown(ex.url)} -> {outcome}"
+
+
+def _values(values: list[str] | None) -> str:
+    if values is None:
+        return "(absent)"
+    return ", ".join(shown_value(v) for v in values)
+
+
+def _change_lines(change: Change) -> list[str]:
+    label = {"headers": "request header", "response_headers": "response header"}.get(change.field)
+    if label is not None:
+        return [f"{label} {change.name}: {_values(change.old)} -> {_values(change.new)}"]
+    if change.diff:
+        head = f"{change.field}: {human_size(change.old)} -> {human_size(change.new)}"
+        return [head, *(f"    {line}" for line in change.diff)]
+    if change.field == "url":  # a URL is printed whole (`_diff` hid its secret query values)
+        return [f"url: {change.old} -> {change.new}"]
+    name = f" {change.name}" if change.name is not None else ""
+    return [f"{change.field}{name}: {shown_value(change.old)} -> {shown_value(change.new)}"]
+
+
+def _render_diff(result: CassetteDiff, verbose: bool) -> None:
+    for ref in result.removed:
+        out(f"removed {_describe(ref)}")
+    for ref in result.added:
+        out(f"added   {_describe(ref)}")
+    for changed in result.changed:
+        notes = []
+        if changed.old.index != changed.new.index:
+            notes.append(f"was #{changed.old.index + 1}")
+        if changed.pairing == "method and url":
+            notes.append("the request changed")
+        out(f"changed {_describe(changed.new)}{''.join(f' ({note})' for note in notes)}")
+        for change in changed.changes:
+            for line in _change_lines(change):
+                out(f"    {line}")
+    if verbose:
+        for _, new in result.unchanged:
+            out(f"same    {_describe(new)}")
+    counts = (
+        f"{len(result.added)} added, {len(result.removed)} removed, "
+        f"{len(result.changed)} changed, {len(result.unchanged)} unchanged"
+    )
+    out(counts if result else f"no differences ({counts})")
+
+
+# A comparison of several cassettes (`diff A B` of two folders, `diff REV -- PATH...`): each
+# cassette has a name as printed and up to two sides, read only when they may differ.
+
+
+@dataclass(frozen=True)
+class _Side:
+    """One side of a cassette compared: `label` names it in messages, `read` gives its bytes,
+    `blob` is git's id of them when it is known without reading them."""
+
+    label: str
+    read: Callable[[], bytes]
+    blob: str | None = None
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """A cassette compared: `old` or `new` is None when only the other side has it."""
+
+    name: str
+    old: _Side | None
+    new: _Side | None
+
+
+def _parse(data: bytes, label: str) -> CassetteContent:
+    try:
+        return parse_cassette(data, label)
+    except CassetteFormatError as exc:
+        other = not_a_cassette(data, label)
+        raise UsageError(str(exc) if other is None else f"{label}: {other}") from None
+
+
+def _disk_side(path: Path) -> _Side:
+    def read() -> bytes:
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+    return _Side(str(path), read)
+
+
+def _git_side(
+    revision: str, path: Path, blob: str | None = None, reader: BlobReader | None = None
+) -> _Side:
+    def read() -> bytes:
+        try:
+            if reader is not None and blob is not None:
+                data: bytes | None = reader.read(blob)
+            else:
+                data = show_at_revision(revision, path)
+        except GitError as exc:
+            raise UsageError(str(exc)) from None
+        return data or b""
+
+    return _Side(f"{revision}:{path}", read, blob)
+
+
+def _folder_files(folder: Path) -> dict[str, Path]:
+    """The cassettes of `folder` (`cassettes_below`), by their path below it."""
+    return {path.relative_to(folder).as_posix(): path for path in cassettes_below(folder)}
+
+
+def _git_kind(revision: str, path: Path) -> str | None:
+    try:
+        return kind_at_revision(revision, path)
+    except GitError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _disk_kind(path: Path) -> str | None:
+    return "directory" if path.is_dir() else "file" if path.exists() else None
+
+
+def _git_compared(revisions: list[str], paths: list[str], reader: BlobReader) -> list[_Compared]:
+    """The cassettes named by `paths` (files or folders) at `revisions[0]` and on disk, or at
+    `revisions[1]`."""
+    old_rev = revisions[0]
+    new_rev = revisions[1] if len(revisions) == 2 else None
+    where = "on disk" if new_rev is None else f"at {new_rev}"
+    compared: dict[str, _Compared] = {}
+    for name in paths:
+        path = Path(name)
+        old_kind = _git_kind(old_rev, path)
+        new_kind = _disk_kind(path) if new_rev is None else _git_kind(new_rev, path)
+        if old_kind is None and new_kind is None:
+            raise UsageError(f"{path}: no such file or directory, at {old_rev} or {where}")
+        if "directory" not in (old_kind, new_kind):
+            new_side = _disk_side(path) if new_rev is None else _git_side(new_rev, path)
+            compared[str(path)] = _Compared(
+                str(path),
+                _git_side(old_rev, path) if old_kind else None,
+                new_side if new_kind else None,
+            )
+            continue
+        if None not in (old_kind, new_kind) and old_kind != new_kind:
+            raise UsageError(
+                f"{path} is a {old_kind} at {old_rev} and a {new_kind} {where}: name the "
+                "cassettes to compare"
+            )
+        try:
+            old_files = files_at_revision(old_rev, path) if old_kind else {}
+            if new_rev is not None:
+                new_blobs = files_at_revision(new_rev, path) if new_kind else {}
+                new_files = {
+                    rel: _git_side(new_rev, path / rel, blob, reader)
+                    for rel, blob in new_blobs.items()
+                    if fnmatch(rel, CASSETTE_GLOB)
+                }
+            else:
+                on_disk = _folder_files(path) if new_kind else {}
+                blobs = blob_ids(list(on_disk.values()))
+                new_files = {
+                    rel: replace(_disk_side(file), blob=blob)
+                    for (rel, file), blob in zip(on_disk.items(), blobs, strict=True)
+                }
+        except GitError as exc:
+            raise UsageError(str(exc)) from None
+        old_sides = {
+            rel: _git_side(old_rev, path / rel, blob, reader)
+            for rel, blob in old_files.items()
+            if fnmatch(rel, CASSETTE_GLOB)
+        }
+        for rel in sorted(old_sides.keys() | new_files.keys()):
+            shown = (path / rel).as_posix()
+            compared[shown] = _Compared(shown, old_sides.get(rel), new_files.get(rel))
+    return list(compared.values())
+
+
+def _folders_compared(old: Path, new: Path) -> list[_Compared]:
+    """The cassettes of two folders, paired by their path below each."""
+    mine, theirs = _folder_files(old), _folder_files(new)
+    return [
+        _Compared(
+            rel,
+            _disk_side(mine[rel]) if rel in mine else None,
+            _disk_side(theirs[rel]) if rel in theirs else None,
+        )
+        for rel in sorted(mine.keys() | theirs.keys())
+    ]
+
+
+def _content(side: _Side | None, data: bytes | None) -> CassetteContent:
+    """The cassette read from `side` (`data`); an empty one when the side has none."""
+    return _parse(data or b"", "" if side is None else side.label)
+
+
+def _diff_many(args: argparse.Namespace, compared: list[_Compared], ignore: frozenset[str]) -> int:
+    """Diff each cassette of `compared`: the ones that differ are shown (all of them with
+    --verbose), each under a `=== NAME` line, then the counts of cassettes."""
+    counts = Counter[str]()
+    shown: list[dict[str, Any]] = []
+    unreadable: list[dict[str, str]] = []
+    for item in compared:
+        old, new = item.old, item.new
+        blob = None if old is None or new is None or old.blob != new.blob else old.blob
+        if blob is not None and not args.verbose:  # git's ids say they are equal: none is read
+            counts["unchanged"] += 1
+            continue
+        try:
+            old_data = None if old is None else old.read()
+            new_data = None if new is None else new.read()
+            if old_data == new_data and not args.verbose:
+                counts["unchanged"] += 1
+                continue
+            result = diff_cassettes(_content(old, old_data), _content(new, new_data), ignore)
+        except UsageError as exc:
+            unreadable.append({"path": item.name, "reason": str(exc)})
+            continue
+        status = (
+            "added" if old is None else "removed" if new is None
+            else "changed" if result else "unchanged"
+        )  # fmt: skip
+        counts[status] += 1
+        if status == "unchanged" and not args.verbose:
+            continue
+        if args.json:
+            shown.append({"path": item.name, "status": status, **result.as_dict(args.verbose)})
+            continue
+        out(f"=== {item.name}" + ("" if status in ("changed", "unchanged") else f" ({status})"))
+        _render_diff(result, args.verbose)
+    summary = {key: counts[key] for key in ("added", "removed", "changed", "unchanged")}
+    if args.json:
+        dump_json({"cassettes": shown, "summary": summary, "unreadable": unreadable})
+    else:
+        line = "cassettes: " + ", ".join(f"{n} {key}" for key, n in summary.items())
+        differ = summary["added"] or summary["removed"] or summary["changed"]
+        out(line if differ else f"no differences ({line})")
+    for problem in unreadable:
+        err(f"{PROG} diff: error: {problem['reason']}")
+    if unreadable:
+        return EXIT_USAGE
+    return EXIT_FOUND if summary["added"] or summary["removed"] or summary["changed"] else EXIT_OK
+
+
+def _diff(args: argparse.Namespace) -> int:
+    ignore = frozenset(name.lower() for name in args.ignore_header)
+    paths: list[str] | None = args.git_paths
+    if args.git is not None:  # diff --git REV PATH...
+        paths, revisions = [args.old, *([args.new] if args.new is not None else [])], [args.git]
+    elif paths is not None:  # diff REV [REV2] -- PATH...
+        revisions = [args.old] if args.new is None else [args.old, args.new]
+    else:
+        if args.new is None:
+            raise UsageError(
+                "name two cassettes or directories (diff OLD NEW), or a git revision and "
+                "cassettes or directories (diff HEAD -- PATH...); see `sakura-http diff --help`"
+            )
+        old, new = Path(args.old), Path(args.new)
+        if not old.exists() and new.exists():
+            raise UsageError(
+                f"{old}: no such file or directory; to compare {new} with the git revision "
+                f"{old}, run `sakura-http diff {old} -- {new}`"
+            )
+        if old.is_dir() and new.is_dir():
+            return _diff_many(args, _folders_compared(old, new), ignore)
+        for one, other in ((old, new), (new, old)):
+            if one.is_dir() and other.exists():
+                raise UsageError(
+                    f"{one} is a directory and {other} a file: name two directories (their "
+                    f"{CASSETTE_GLOB} files are paired by their path below each) or two cassettes"
+                )
+        return _diff_one(args, load_named(old), load_named(new), ignore)
+    if not paths:
+        raise UsageError(
+            "name the cassettes or directories to compare after `--`: diff REV -- PATH"
+        )
+    with BlobReader() as reader:
+        compared = _git_compared(revisions, paths, reader)
+        if len(paths) == 1 and [item.name for item in compared] == [str(Path(paths[0]))]:
+            (only,) = compared  # one cassette, named as such: the diff of one file
+            return _diff_one(
+                args,
+                _content(only.old, None if only.old is None else only.old.read()),
+                _content(only.new, None if only.new is None else only.new.read()),
+                ignore,
+            )
+        return _diff_many(args, compared, ignore)
+
+
+def _diff_one(
+    args: argparse.Namespace, old: CassetteContent, new: CassetteContent, ignore: frozenset[str]
+) -> int:
+    result = diff_cassettes(old, new, ignore)
+    if args.json:
+        dump_json(result.as_dict(verbose=args.verbose))
+    else:
+        _render_diff(result, args.verbose)
+    return EXIT_FOUND if result else EXIT_OK
+
+
+def add_diff_command(command: AddCommand) -> None:
+    """Register `diff` through the CLI's registrar.  `main` hands the paths after `--` (git's
+    form, `diff REV [REV2] -- PATH...`) in as `git_paths`."""
+    diff = command(
+        "diff",
+        _diff,
+        "Compare two cassettes or directories of cassettes, or cassettes with a git "
+        "revision; exit 1 when they differ.",
+        "Exchanges pair by id, else by match key and ordinal, then by method and URL, and "
+        "show what changed, bodies as unified diffs. Two directories pair their *.jsonl "
+        "files by their path below each. OLD may be a git revision: `diff HEAD -- PATH...` "
+        "or `diff --git HEAD PATH...` compares each cassette or directory PATH with its "
+        "committed version, `diff REV1 REV2 -- PATH...` two revisions; only the cassettes "
+        "that differ are shown.",
+    )
+    diff.add_argument("old", metavar="OLD")
+    diff.add_argument("new", metavar="NEW", nargs="?")
+    diff.add_argument(
+        "--git",
+        metavar="REV",
+        help="compare the cassettes or directories OLD (and NEW) with their version at REV",
+    )
+    diff.add_argument(
+        "--ignore-header",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="do not report changes of this request or response header (repeatable), "
+        "e.g. --ignore-header date",
+    )
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    diff.add_argument(
+        "--verbose", action="store_true", help="also list unchanged exchanges and cassettes"
+    )
+    diff.set_defaults(git_paths=None)

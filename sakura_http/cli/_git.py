@@ -1,11 +1,14 @@
 """Working with git: the logic behind `sakura-http diff REV -- PATH` and `sakura-http git-setup`.
 
 Everything goes through the `git` command (no library, no reading of `.git/` by hand), so it
-behaves as the user's git does: worktrees, sub-folders, `GIT_DIR` and the like all work.
+behaves as the user's git does: worktrees, sub-folders, `GIT_DIR` and the like all work.  The
+end of the module is the `git-setup` subcommand itself (its parser and handler,
+`add_git_setup_command`); `diff`'s use of git is in `_diff.py`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shlex
@@ -14,12 +17,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ._usage import EXIT_OK, AddCommand, UsageError, out
+
 __all__ = [
     "DRIVER",
     "BlobReader",
     "GitError",
     "GitSetup",
     "PatternError",
+    "add_git_setup_command",
     "attributes_line",
     "blob_ids",
     "files_at_revision",
@@ -254,3 +260,48 @@ def setup_textconv(patterns: list[str], command: str | None = None) -> GitSetup:
         raise GitError(f"git config failed: {_reason(done)}")
     present = tuple(line for line in wanted if line not in added)
     return GitSetup(attributes, added, present, command)
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def _git_setup(args: argparse.Namespace) -> int:
+    try:
+        done = setup_textconv(args.pattern or ["*.jsonl"], args.textconv)
+    except (GitError, PatternError) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{exc.filename or '.gitattributes'}: {exc.strerror or exc}") from None
+    for line in done.added:
+        out(f"added to {done.attributes}: {line}")
+    for line in done.present:
+        out(f"already in {done.attributes}: {line}")
+    out(f'set git config diff.{DRIVER}.textconv "{done.command}" (this repository only)')
+    out("`git diff` and `git log -p` now show cassettes one field per line")
+    return EXIT_OK
+
+
+def add_git_setup_command(command: AddCommand) -> None:
+    """Register `git-setup` through the CLI's registrar."""
+    git_setup = command(
+        "git-setup",
+        _git_setup,
+        "Make `git diff` and `git log -p` show cassettes readably in this repository.",
+        "Adds a diff attribute to .gitattributes and sets its textconv to "
+        "`PYTHON -m sakura_http show --textconv` in the repository's git config, PYTHON being "
+        "the interpreter running this command, so `git diff` works from any shell.",
+    )
+    git_setup.add_argument(
+        "--pattern",
+        action="append",
+        metavar="GLOB",
+        help="the files that are cassettes, as a .gitattributes pattern (repeatable; "
+        "default *.jsonl)",
+    )
+    git_setup.add_argument(
+        "--command",
+        dest="textconv",  # not "command": that is the subcommand's name
+        metavar="COMMAND",
+        help="the textconv command git runs, through the shell, with a file name appended "
+        "(default: this Python with -m sakura_http show --textconv)",
+    )

@@ -25,11 +25,13 @@ warning shows a masked excerpt (`mask()`), never the whole value.
 
 Linting keeps going after a problem wherever it can: every bad line of a file is reported, not
 only the first.  Only a bad header line stops a file, since the header decides how the rest
-is read.  This module does no printing; the CLI renders its `Finding`s.
+is read.  The checks do no printing; the end of the module is the `lint` subcommand itself
+(its parser and handler, `add_lint_command`), which prints the `Finding`s.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
@@ -55,11 +57,23 @@ from .._policy import (
 )
 from .._rules import EMAIL_PATTERN
 from ._foreign import sniff
+from ._usage import (
+    EXIT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    AddCommand,
+    dump_json,
+    err,
+    out,
+    plural,
+)
 
 __all__ = [
     "SECRET_SHAPES",
     "Finding",
     "SecretShape",
+    "add_lint_command",
     "credential_headers",
     "find_secrets",
     "lint_bytes",
@@ -301,7 +315,7 @@ class _Hit:
     def finding(self, path: str, lines: list[int], count: int) -> Finding:
         shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
         counted = (
-            f"; {count} such values{self.where}, on {_plural(len(lines), 'line')} ({shown})"
+            f"; {count} such values{self.where}, on {plural(len(lines), 'line')} ({shown})"
             if count > 1
             else ""
         )
@@ -316,10 +330,6 @@ class _Hit:
             count,
             tuple(lines) if count > 1 else (),
         )
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def lint_exchange(exchange: Exchange, path: str, line: int) -> list[Finding]:
@@ -723,3 +733,54 @@ def lint_file(path: str | os.PathLike[str]) -> list[Finding]:
     unlike loading for replay, a file named for linting must exist.
     """
     return lint_bytes(Path(path).read_bytes(), path)
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def _lint(args: argparse.Namespace) -> int:
+    findings: list[Finding] = []
+    unreadable: list[dict[str, str]] = []
+    for name in args.cassettes:
+        try:
+            findings.extend(lint_file(name))
+        except OSError as exc:
+            reason = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror
+            unreadable.append({"path": name, "reason": f"cannot read it ({reason or exc})"})
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    if args.json:
+        dump_json(
+            {
+                "files": list(args.cassettes),
+                "errors": errors,
+                "warnings": warnings,
+                "findings": [f.as_dict() for f in findings],
+                "unreadable": unreadable,
+            }
+        )
+    else:
+        for finding in findings:
+            out(str(finding))
+        checked = plural(len(args.cassettes) - len(unreadable), "file")
+        out(f"{checked} checked: {plural(errors, 'error')}, {plural(warnings, 'warning')}")
+    for problem in unreadable:
+        err(f"{PROG} lint: error: {problem['path']}: {problem['reason']}")
+    if unreadable:
+        return EXIT_USAGE
+    if errors or (args.strict and warnings):
+        return EXIT_FOUND
+    return EXIT_OK
+
+
+def add_lint_command(command: AddCommand) -> None:
+    """Register `lint` through the CLI's registrar."""
+    lint = command(
+        "lint",
+        _lint,
+        "Check cassettes for format errors, credentials and unredacted cookies. "
+        "Exit 1 on an error (or, with --strict, a warning).",
+    )
+    lint.add_argument("cassettes", metavar="CASSETTE", nargs="+")
+    lint.add_argument("--strict", action="store_true", help="fail on warnings too")
+    lint.add_argument("--json", action="store_true", help="print the findings as JSON")

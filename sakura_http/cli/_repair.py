@@ -13,10 +13,14 @@ Before changing anything the original bytes are written to a backup next to the 
 file is then truncated (or its newline appended) in place, never rewritten, under the same lock
 recorders take to append (`_cassette.locked`), so no concurrent append can be lost.  A file
 whose lines end in a bare CR is refused: without a newline it would read as one torn line.
+
+The end of the module is the `repair` subcommand itself (its parser and handler,
+`add_repair_command`).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,8 +28,10 @@ from pathlib import Path
 from .._cassette import locked, read_all
 from .._exceptions import CassetteFormatError
 from .._format import decode_exchange, decode_header, parse_cassette, torn_tail
+from ._show import human_size
+from ._usage import EXIT_FOUND, EXIT_OK, PROG, AddCommand, UsageError, err, out
 
-__all__ = ["RepairRefused", "RepairResult", "repair_cassette"]
+__all__ = ["RepairRefused", "RepairResult", "add_repair_command", "repair_cassette"]
 
 
 class RepairRefused(Exception):
@@ -127,3 +133,43 @@ def repair_cassette(path: Path) -> RepairResult:
         backup = _write_backup(path, data)
         os.ftruncate(fd, len(head))
         return RepairResult("removed", number, len(tail), backup)
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def _repair(args: argparse.Namespace) -> int:
+    path = Path(args.cassette)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file")
+    try:
+        result = repair_cassette(path)
+    except RepairRefused as exc:
+        err(f"{PROG} repair: refused: {exc}")
+        return EXIT_FOUND
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    if result.action == "none":
+        out(f"{path}: nothing to repair")
+    elif result.action == "removed":
+        out(
+            f"{path}: removed the torn last line {result.line} "
+            f"({human_size(result.removed_bytes)}); backup at {result.backup}"
+        )
+    else:
+        out(
+            f"{path}: line {result.line} was a complete exchange without its newline: added "
+            f"the newline, kept the exchange; backup at {result.backup}"
+        )
+    return EXIT_OK
+
+
+def add_repair_command(command: AddCommand) -> None:
+    """Register `repair` through the CLI's registrar."""
+    repair = command(
+        "repair",
+        _repair,
+        "Remove a torn last line left by a crash (a backup is written first); "
+        "refuse anything else.",
+    )
+    repair.add_argument("cassette", metavar="CASSETTE")

@@ -12,6 +12,8 @@
 * `html_page` - one self-contained HTML page (inline CSS, no script, no external asset):
   collapsible exchanges with pretty-printed bodies, server-sent events one block each, and
   chunk sizes and arrival times.  Every recorded string is HTML-escaped.
+* `status_text` and `exchange_marks` - an exchange's status and its marks (chunked, truncated,
+  error), as the listing and the HTML page show them.
 
 Every view, like `sakura-http diff`, prints the value of a credential header (a request
 credential, a declared secret, a `set-cookie` the server set) only as its length
@@ -20,32 +22,46 @@ credential, a declared secret, a `set-cookie` the server set) only as its length
 declared secret must not reach a terminal or a CI log through `show`.  Bodies are shown as
 recorded.
 
-This module does no I/O.
+The views do no I/O; the end of the module is the `show` subcommand itself (its parser and
+handler, `add_show_command`), which reads the cassette and prints them.  `load_named` reads a
+cassette named on the command line, for every command.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import html
 import re
-from collections.abc import Iterator
+import sys
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .._cassette import load_cassette
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
+from .._exceptions import CassetteFormatError
 from .._exceptions import human_size as _human_size
-from .._format import CassetteContent, Exchange, Headers, encode_exchange
+from .._format import CassetteContent, Exchange, Headers, encode_exchange, parse_cassette
 from .._matching import pretty_body
 from .._policy import names_a_secret, shown_header_value, shown_url
+from ._lint import not_a_cassette
+from ._usage import EXIT_OK, AddCommand, UsageError, dump_json, out, plural
 
 __all__ = [
+    "add_show_command",
     "body_lines",
+    "exchange_marks",
     "exchanges_json",
     "html_page",
     "human_size",
+    "load_named",
     "masked_line",
     "shown_headers",
+    "status_text",
     "textconv_lines",
     "url_shown",
 ]
@@ -110,6 +126,25 @@ def body_lines(headers: Headers, body: bytes) -> list[str]:
         digest = hashlib.sha256(body).hexdigest()[:12]
         return [f"<{human_size(len(body))} of binary data, sha256 {digest}>"]
     return pretty_body(headers, body)
+
+
+def status_text(exchange: Exchange) -> str:
+    """The status as listed: the code, or "ERR" for a recorded transport error."""
+    return "ERR" if exchange.status is None else str(exchange.status)
+
+
+def exchange_marks(exchange: Exchange) -> list[str]:
+    """What is unusual about an exchange, as every listing marks it: `chunked:N` (recorded as
+    N chunks), `truncated` (the caller closed the stream early), `error:TYPE` (a recorded
+    transport error); none for a plain exchange."""
+    marks = []
+    if exchange.chunks is not None:
+        marks.append(f"chunked:{len(exchange.chunks)}")
+    if exchange.truncated:
+        marks.append("truncated")
+    if exchange.error is not None:
+        marks.append(f"error:{exchange.error.type}")
+    return marks
 
 
 def _content_type(headers: Headers) -> str:
@@ -268,16 +303,8 @@ def _chunks_html(exchange: Exchange) -> str:
 
 
 def _exchange_html(index: int, exchange: Exchange) -> str:
-    status = "ERR" if exchange.status is None else str(exchange.status)
-    marks = []
-    if exchange.id is not None:
-        marks.append(f"id={exchange.id}")
-    if exchange.chunks is not None:
-        marks.append(f"chunked:{len(exchange.chunks)}")
-    if exchange.truncated:
-        marks.append("truncated")
-    if exchange.error is not None:
-        marks.append(f"error:{exchange.error.type}")
+    status = status_text(exchange)
+    marks = [*([f"id={exchange.id}"] if exchange.id is not None else []), *exchange_marks(exchange)]
     mark_text = f' <span class="marks">[{_e(", ".join(marks))}]</span>' if marks else ""
     parts = [
         '<details class="exchange">',
@@ -312,4 +339,137 @@ def html_page(content: CassetteContent, title: str, totals: str) -> str:
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n"
         f'<body><h1>{_e(title)}</h1><p class="totals">{_e(totals)}</p>\n'
         f"{exchanges}\n</body></html>\n"
+    )
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def load_named(path: Path) -> CassetteContent:
+    """Load a cassette named on the command line: unlike replay, a missing file is an error,
+    and so is a folder or a file that is not a cassette (said as such, never with the advice
+    to re-record it).  Raises `UsageError`."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a cassette: name a cassette file in it")
+    try:
+        return load_cassette(path)
+    except CassetteFormatError as exc:
+        with path.open("rb") as file:
+            other = not_a_cassette(file.read(1 << 16), str(path))
+        raise UsageError(str(exc) if other is None else f"{path}: {other}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def _textconv(path: Path) -> int:
+    """For git: print whatever can be printed and exit 0, or `git diff` fails as a whole."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        content = parse_cassette(data, path)
+    except CassetteFormatError as exc:
+        out(
+            f"# sakura-http: not a readable cassette ({exc.problem}); its lines as they are, "
+            "credential values hidden:"
+        )
+        text = data.decode("utf-8", "replace")
+        sys.stdout.write("\n".join(masked_line(line) for line in text.split("\n")))
+        if data and not data.endswith(b"\n"):
+            out()
+        return EXIT_OK
+    for line in textconv_lines(content):
+        out(line)
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    if args.textconv:
+        return _textconv(Path(args.cassette))
+    content = load_named(Path(args.cassette))
+    if args.json:
+        dump_json(exchanges_json(content))
+        return EXIT_OK
+    if args.html is not None:
+        target = Path(args.html)
+        page = html_page(content, f"{args.cassette}", _totals(content.exchanges))
+        try:
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{target}: cannot write it ({exc.strerror or exc})") from None
+        out(f"wrote {target}: {plural(len(content.exchanges), 'exchange')}")
+        return EXIT_OK
+    exchanges = content.exchanges
+    index_width = len(str(len(exchanges)))
+    id_width = max((len(ex.id) for ex in exchanges if ex.id is not None), default=0)
+    method_width = max((len(ex.method) for ex in exchanges), default=0)
+    sizes = [(human_size(len(ex.body)), human_size(len(ex.response_body))) for ex in exchanges]
+    sent_width = max((len(sent) for sent, _ in sizes), default=0)
+    received_width = max((len(received) for _, received in sizes), default=0)
+    for index, (ex, (sent, received)) in enumerate(zip(exchanges, sizes, strict=True)):
+        ident = f"{ex.id or '-':<{id_width}}  " if id_width else ""
+        marks = exchange_marks(ex)
+        mark_text = f"  [{', '.join(marks)}]" if marks else ""
+        out(
+            f"#{index + 1:<{index_width}}  {ident}{ex.method:<{method_width}}  "
+            f"{status_text(ex):>3}  {sent:>{sent_width}} -> {received:<{received_width}}  "
+            f"{url_shown(ex.url)}{mark_text}"
+        )
+        if args.bodies:
+            if ex.error is not None:
+                out(f"    error: {ex.error.type}: {ex.error.message}")
+            for label, headers, body in (
+                ("request body", ex.headers, ex.body),
+                ("response body", ex.response_headers, ex.response_body),
+            ):
+                if body:
+                    out(f"    {label}:")
+                    for line in body_lines(headers, body):
+                        out(f"      {line}".rstrip())
+    out(_totals(exchanges))
+    return EXIT_OK
+
+
+def _totals(exchanges: Sequence[Exchange]) -> str:
+    statuses = Counter(ex.status for ex in exchanges if ex.status is not None)
+    with_id = sum(ex.id is not None for ex in exchanges)
+    parts = [plural(len(exchanges), "exchange") + (f" ({with_id} with id)" if with_id else "")]
+    if statuses:
+        parts.append(", ".join(f"{n} x {status}" for status, n in sorted(statuses.items())))
+    for count, word in (
+        (sum(ex.error is not None for ex in exchanges), "error"),
+        (sum(ex.chunks is not None for ex in exchanges), "chunked"),
+        (sum(ex.truncated for ex in exchanges), "truncated"),
+    ):
+        if count:
+            parts.append(plural(count, word) if word == "error" else f"{count} {word}")
+    sent = sum(len(ex.body) for ex in exchanges)
+    received = sum(len(ex.response_body) for ex in exchanges)
+    if exchanges:
+        parts.append(f"bodies {human_size(sent)} sent, {human_size(received)} received")
+    return "; ".join(parts)
+
+
+def add_show_command(command: AddCommand) -> None:
+    """Register `show` through the CLI's registrar."""
+    show = command("show", _show, "List the exchanges of a cassette, one line each, then totals.")
+    show.add_argument("cassette", metavar="CASSETTE")
+    form = show.add_mutually_exclusive_group()
+    form.add_argument("--bodies", action="store_true", help="also print the bodies")
+    form.add_argument(
+        "--json", action="store_true", help="print the exchanges as a JSON array, for scripts"
+    )
+    form.add_argument(
+        "--textconv",
+        action="store_true",
+        help="print the cassette as stable line-oriented text, for git's textconv "
+        "(see `sakura-http git-setup`)",
+    )
+    form.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write one self-contained HTML page listing the exchanges, for reviewers",
     )
