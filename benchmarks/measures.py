@@ -812,7 +812,45 @@ def proxy_replay(tool: str, path: str, base: str, count: int, clients: int) -> d
     return {"per_request_s": elapsed / count}
 
 
+def tls_cert(folder: str) -> dict[str, Any]:
+    """Measure 10's https upstream: a certificate for 127.0.0.1 and its key (one PEM file) and
+    the CA that signed it, made with trustme (the dev group)."""
+    try:
+        import trustme
+    except ImportError:
+        raise Unavailable("trustme is not installed (the dev group): no https rows") from None
+    ca = trustme.CA()
+    cert, ca_cert = Path(folder) / "upstream.pem", Path(folder) / "upstream-ca.pem"
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(cert))
+    ca.cert_pem.write_to_path(str(ca_cert))
+    return {"cert": str(cert), "ca": str(ca_cert)}
+
+
+def proxy_peer(**spec: Any) -> dict[str, Any]:
+    """Measure 10: the proxy against mitmdump (`proxies.proxy_peer`)."""
+    import proxies
+
+    try:
+        return proxies.proxy_peer(**spec)
+    except proxies.Unavailable as exc:
+        raise Unavailable(str(exc)) from None
+
+
+def proxy_record(**spec: Any) -> dict[str, Any]:
+    """Measure 10's recordings, made through each proxy before it replays them (not timed)."""
+    import proxies
+
+    try:
+        proxies.record_urls(**spec)
+    except proxies.Unavailable as exc:
+        raise Unavailable(str(exc)) from None
+    return {}
+
+
 KINDS: dict[str, Callable[..., dict[str, Any]]] = {
+    "proxy_peer": proxy_peer,
+    "tls_cert": tls_cert,
+    "proxy_record": proxy_record,
     "diff": diff,
     "rerecorded_cassettes": rerecorded_cassettes,
     "proxy_replay": proxy_replay,

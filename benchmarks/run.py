@@ -15,6 +15,7 @@ import are skipped with a note.  Only servers on 127.0.0.1 are used.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -33,6 +34,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 MEASURES = HERE / "measures.py"
 PEERS = ("cassetter", "vcrpy")
+PROXY_PEERS = ("sakura-http", "mitmdump")  # measure 10
 MIB = 1024 * 1024
 
 
@@ -46,10 +48,12 @@ class Sizes:
     big_body: int
     first_chunk_count: int
     diff_bytes: int  # the larger pair of measure 8; the smaller is a quarter of it
+    proxy_seconds: float  # measure 10: how long the clients load a proxy for one figure
+    proxy_body: int  # measure 10: the big replayed body
 
 
-FULL = Sizes(5, 1_000, 1_000, (10, 1_000, 10_000), 10_000, 16 * MIB, 20, 4_000_000)
-QUICK = Sizes(1, 50, 30, (10, 200), 200, 1 * MIB, 3, 400_000)
+FULL = Sizes(5, 1_000, 1_000, (10, 1_000, 10_000), 10_000, 16 * MIB, 20, 4_000_000, 4.0, 5 * MIB)
+QUICK = Sizes(1, 50, 30, (10, 200), 200, 1 * MIB, 3, 400_000, 0.3, 1 * MIB)
 
 
 @dataclass
@@ -485,6 +489,79 @@ def measure_proxy(run: Run) -> None:
     run.add(row)
 
 
+def measure_proxy_peers(run: Run) -> None:
+    """10. The proxy against mitmdump, both forward proxies on 127.0.0.1: requests per second
+    and the proxy's CPU time per request, 1 and 32 keep-alive clients (`benchmarks/proxies.py`).
+    Each proxy replays what was recorded through it beforehand, or records every request."""
+    if importlib.util.find_spec("sakura_http.proxy") is None:
+        run.notes.append("10. Proxy vs mitmdump: skipped, the proxy has not landed")
+        return
+    work = str(run.workdir)
+    certs = run.measure("tls_cert", repeat=1, folder=work)
+    tls = None if certs is None else certs["cert"]
+    upstream_ca = None if certs is None else certs["ca"]
+    with contextlib.ExitStack() as servers:
+        https = None if tls is None else servers.enter_context(local_server(tls=tls))
+        small, big = f"{run.base}/items/1", f"{run.base}/bytes/{run.sizes.proxy_body}"
+        urls = [small, big] + ([f"{https}/items/1"] if https else [])
+        stores = {}
+        for tool in PROXY_PEERS:
+            stores[tool] = str(
+                run.workdir / f"proxy-{tool}.{'jsonl' if tool == 'sakura-http' else 'flows'}"
+            )
+            run.measure(
+                "proxy_record", repeat=1, tool=tool, store=stores[tool], urls=urls, workdir=work,
+                upstream_ca=upstream_ca,
+            )  # fmt: skip
+        cases = [
+            ("Replay a small JSON body", small, False, 3.0),
+            (f"Replay a {run.sizes.proxy_body // MIB} MiB body", big, False, 1.0),
+        ]
+        if https:
+            cases += [
+                ("Replay a small JSON body over https (CONNECT, each proxy's CA)",
+                 f"{https}/items/1", False, 3.0),
+                ("Record every request, a small JSON body over https from a local upstream "
+                 "(--mode all; mitmdump -w)", f"{https}/items/1", True, 3.0),
+            ]  # fmt: skip
+        else:
+            run.notes.append("10. the https rows need trustme (the dev group): not measured")
+        for name, url, record, target in cases:
+            for clients in (1, 32):
+                specs = {}
+                for tool in PROXY_PEERS:
+                    if tool in run.skipped:
+                        continue
+                    store = str(run.workdir / f"recording-{tool}") if record else stores[tool]
+                    specs[tool] = {
+                        "tool": tool, "store": store, "url": url, "clients": clients,
+                        "seconds": run.sizes.proxy_seconds, "workdir": work, "record": record,
+                        "upstream_ca": upstream_ca,
+                    }  # fmt: skip
+                results = run.measure_each("proxy_peer", specs)
+                _proxy_row(run, f"10. {name}, {clients} keep-alive client{'s' * (clients > 1)}",
+                           results, target)  # fmt: skip
+
+
+def _proxy_row(run: Run, measure: str, results: dict[str, dict[str, Any]], target: float) -> None:
+    def figure(result: dict[str, Any]) -> str:
+        return f"{result['rps']:,.0f} req/s, {_ms(result['cpu_per_request_s'])} CPU"
+
+    row = Row(measure, target=f">= {target:g}x mitmdump's req/s")
+    mine = results["sakura-http"]
+    peer = results.get("mitmdump")
+    if peer is None:
+        row.cells["sakura-http"] = figure(mine)
+        row.cells["floor"] = "mitmdump not installed"
+    else:
+        speedup = mine["rps"] / peer["rps"]
+        row.ratios["sakura-http"] = 1 / speedup  # time per request, as the chart draws it
+        row.cells["sakura-http"] = f"{speedup:.2f}x mitmdump's rate ({figure(mine)})"
+        row.cells["floor"] = f"mitmdump: {figure(peer)}"
+        row.met = speedup >= target
+    run.add(row)
+
+
 def measure_diff(run: Run) -> None:
     """8. `sakura-http diff` of a re-recorded cassette: the time per byte for two cassettes of
     4 MB against two of 1 MB.  A diff that grows with the square of the size shows 4x here,
@@ -589,9 +666,10 @@ def _machine() -> str:
 
 
 @contextmanager
-def local_server() -> Iterator[str]:
+def local_server(tls: str | None = None) -> Iterator[str]:
+    """The benchmarks' server on 127.0.0.1 (https with `tls`, a PEM certificate and key)."""
     server = subprocess.Popen(
-        [sys.executable, str(HERE / "server.py")],
+        [sys.executable, str(HERE / "server.py"), *(["--tls", tls] if tls else [])],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -599,11 +677,25 @@ def local_server() -> Iterator[str]:
     try:
         assert server.stdout is not None and server.stdin is not None
         port = int(server.stdout.readline().split()[1])
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     finally:
         assert server.stdin is not None
         server.stdin.close()
         server.wait(timeout=30)
+
+
+def measure_all(run: Run) -> None:
+    """Every measure, in the order of the table."""
+    recorded = measure_recording(run)
+    replayed = measure_replay(run, recorded)
+    measure_size(run, recorded)
+    measure_load(run, recorded)
+    measure_streaming(run)
+    measure_import(run)
+    measure_proxy(run)
+    measure_proxy_peers(run)
+    measure_diff(run)
+    measure_clients(run, replayed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -612,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="repetitions per measure (median reported)")
     parser.add_argument("--chart", type=Path, default=HERE / "results" / "chart.svg")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--proxy-peers", action="store_true", help="only measure 10, the proxy against mitmdump"
+    )
     parser.add_argument(
         "--replot", type=Path, metavar="JSON", help="draw the chart of an earlier --json run"
     )
@@ -630,15 +725,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"sakura-http benchmarks ({'quick' if args.quick else 'full'}; {_machine()})")
     with tempfile.TemporaryDirectory(prefix="sakura-bench-") as tmp, local_server() as base:
         run = Run(sizes, Path(tmp), base)
-        recorded = measure_recording(run)
-        replayed = measure_replay(run, recorded)
-        measure_size(run, recorded)
-        measure_load(run, recorded)
-        measure_streaming(run)
-        measure_import(run)
-        measure_proxy(run)
-        measure_diff(run)
-        measure_clients(run, replayed)
+        if args.proxy_peers:
+            measure_proxy_peers(run)
+        else:
+            measure_all(run)
     print()
     print(table(run))
     print()

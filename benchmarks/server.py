@@ -1,8 +1,11 @@
 """The benchmarks' local HTTP/1.1 server, run in its own process on 127.0.0.1.
 
     python benchmarks/server.py      # prints "PORT <n>", then serves until stdin closes
+    python benchmarks/server.py --tls CERT_AND_KEY.pem   # the same over https
 
 * ``GET /items/<i>``: a small JSON object (about 60 bytes), keep-alive.
+* ``GET /bytes/<n>``: `n` bytes of text, framed by ``content-length`` (the proxy measures' big
+  body).
 * ``GET /sse?n=5&gap_ms=100``: `n` Server-Sent Events, each its own HTTP chunk, the first one at
   once and the next ones `gap_ms` apart.
 
@@ -11,6 +14,7 @@ It runs apart from the benchmark so its work never competes with the client's fo
 
 from __future__ import annotations
 
+import ssl
 import sys
 import threading
 import time
@@ -37,6 +41,13 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        elif path.startswith("/bytes/"):
+            size = int(path.rsplit("/", 1)[1])
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-length", str(size))
+            self.end_headers()
+            self.wfile.write((b"0123456789abcdef" * (size // 16 + 1))[:size])
         elif path == "/sse":
             params = dict(urllib.parse.parse_qsl(query))
             count, gap = int(params.get("n", "5")), int(params.get("gap_ms", "100")) / 1000
@@ -69,6 +80,10 @@ class Server(ThreadingHTTPServer):
 
 def main() -> None:
     server = Server(("127.0.0.1", 0), Handler)
+    if sys.argv[1:2] == ["--tls"]:  # a certificate for 127.0.0.1 and its key, in one PEM file
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(sys.argv[2])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     print(f"PORT {server.server_address[1]}", flush=True)
     sys.stdin.read()  # the benchmark closes our stdin when it is done

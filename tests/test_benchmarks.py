@@ -36,5 +36,13 @@ def test_quick_benchmark_prints_every_measure(tmp_path: Path) -> None:
         row = f"| 9. Replay 50 GETs through {client} "
         assert row in out, f"no row for {row!r}:\n{out}"
         assert f"{peer}, 5 block pairs" in out or f"{peer} skipped" in out
+    # Measure 10, the proxy against mitmdump: every row runs; mitmdump's figures when it is
+    # installed (in a virtualenv of its own), else the row says so.
+    for scenario in ("Replay a small JSON body", "Replay a 1 MiB body"):
+        for clients in ("1 keep-alive client", "32 keep-alive clients"):
+            row = f"| 10. {scenario}, {clients} | "
+            assert row in out, f"no row for {row!r}:\n{out}"
+    assert "| 10. Record every request" in out or "need trustme" in out
+    assert "mitmdump: " in out or "mitmdump not installed" in out
     # The chart is drawn when matplotlib (the `bench` extra) is there, and said so when not.
     assert f"chart written to {chart}" in out or "no chart: matplotlib is not installed" in out
