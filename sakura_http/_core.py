@@ -90,7 +90,7 @@ class Action(_Table):
 class Refusal(_Table):
     """Whether the caller may record a request, and if not, why."""
 
-    NONE = "yes"
+    MAY_RECORD = "yes"
     NO_OUTER = "no: it has no outer transport"
     HOST = "no: the host is not in record_hosts"
 
@@ -116,7 +116,7 @@ ACTIONS: Mapping[tuple[RecordMode, Lookup], Action] = {
 
 
 REFUSALS: Mapping[Refusal, Action] = {
-    Refusal.NONE: Action.RECORD,
+    Refusal.MAY_RECORD: Action.RECORD,
     Refusal.NO_OUTER: Action.REFUSE,
     Refusal.HOST: Action.REFUSE,
 }
@@ -127,7 +127,7 @@ def decide(
     mode: RecordMode,
     lookup: Lookup,
     allow_repeats: bool = True,
-    refusal: Refusal = Refusal.NONE,
+    refusal: Refusal = Refusal.MAY_RECORD,
 ) -> Decision:
     """The action for a request, from the tables above, with its reason."""
     action = ACTIONS[mode, lookup]
@@ -152,7 +152,7 @@ class Actions(NamedTuple):
 
 @functools.cache
 def actions(
-    mode: RecordMode, allow_repeats: bool = True, refusal: Refusal = Refusal.NONE
+    mode: RecordMode, allow_repeats: bool = True, refusal: Refusal = Refusal.MAY_RECORD
 ) -> Actions:
     """`decide` for each `Lookup`: worked out once per caller, then read by attribute on every
     request, with no table lookup (a `RecordMode`, a str enum, hashes in Python code)."""

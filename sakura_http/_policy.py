@@ -730,7 +730,8 @@ class BodyDecoder:
         self._raw.append(raw)
         return self._run(lambda d, data, room: d.feed(data, room), raw)
 
-    def finish(self) -> bytes:
+    def tail(self) -> bytes:
+        """At the end of the body: the last decoded bytes the decoders held back."""
         if not self.decoded:
             return b""
         return self._run(lambda d, data, room: d.feed(data, room) + d.flush(room), b"")

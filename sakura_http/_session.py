@@ -10,8 +10,9 @@ of the secrets their requests carried and, in mode "all", one re-recording.  The
 finished when its last user closes.
 
 Each user brings its own `CassetteConfig`; the options that shape the shared index and file
-(`CassetteConfig.session_options`) must agree, and secret headers are merged.  Only `commit()`
-and `close()` touch the disk, so async callers run them in a worker thread.
+(`CassetteConfig.session_options`) must agree, and secret headers are merged.  Only
+`CassetteUser.commit()` (the session's `append()`) and `close()` touch the disk, so async
+callers run them in a worker thread when they would wait.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Plan(NamedTuple):
     exchange: Exchange | None = None
 
 
-class advised:
+class AdvisedErrors:
     """Word the fix of an engine error raised inside for the front end `advice` speaks for.
 
     A context manager class rather than a generator: it wraps the checks of every request, and
@@ -302,7 +303,7 @@ class CassetteSession:
             nearest=nearest,
         )
 
-    def commit(
+    def append(
         self,
         exchange: Exchange,
         known: tuple[Matcher, MatchKey] | None = None,
@@ -356,8 +357,9 @@ class CassetteUser:
     its advice), whether it can record (it has an outer transport), and how many exchanges it
     appended.  Every step a front end drives goes through it:
 
-    ``check_request`` -> ``plan`` -> replay ``plan.exchange``, or forward, then ``recorder``
-    (``start`` / ``feed`` / ``finish``) -> ``commit``; and ``close`` once, at the end.
+    ``plan`` (the safety checks, then the decision) -> replay ``plan.exchange``, or record it
+    (`_steps.record_steps`: ``recorder`` ``start`` / ``feed`` / ``decode_tail`` /
+    ``exchange_to_write``, then ``commit``); and ``close`` once, at the end.
     """
 
     def __init__(self, session: CassetteSession, config: CassetteConfig, can_record: bool):
@@ -376,11 +378,13 @@ class CassetteUser:
         self._passthrough = config.passthrough_host_list
         # Whether a request may be recorded depends on its host only under `record_hosts`.
         self._refusal_varies = can_record and self._record_hosts is not None
-        self._fixed_refusal = Refusal.NONE if can_record else Refusal.NO_OUTER
+        self._fixed_refusal = Refusal.MAY_RECORD if can_record else Refusal.NO_OUTER
         # This user's row of the decision tables, for each refusal its requests can meet.
         self._actions = {
             refusal: actions(config.mode, config.allow_repeats, refusal)
-            for refusal in ((Refusal.NONE, Refusal.HOST) if can_record else (Refusal.NO_OUTER,))
+            for refusal in (
+                (Refusal.MAY_RECORD, Refusal.HOST) if can_record else (Refusal.NO_OUTER,)
+            )
         }
         #: Whether any host is passed through (when none is, a front end need not ask).
         self.has_passthrough = bool(self._passthrough)
@@ -401,33 +405,38 @@ class CassetteUser:
     def is_passthrough(self, host: str, port: int | None) -> bool:
         return (host, port) in self._passthrough
 
-    def check_request(self, request: RequestData) -> None:
+    def _check_request(self, request: RequestData) -> None:
         """The safety rules that hold before anything is replayed or forwarded."""
         config = self.config
         headers = request.headers
         if headers in self._checked_headers and len(request.body) <= config.max_body_bytes:
             return  # the same headers passed before, and the body is within its limit
-        with advised(config.advice):
+        with AdvisedErrors(config.advice):
             refuse_credentials(headers, config.secret_headers, config.allow_headers)
             if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
                 self._checked_headers.add(headers)
             check_body_size(len(request.body), config.max_body_bytes, "request")
 
     def _refusal(self, request: RequestData) -> Refusal:
-        """Why this user may not record `request`, if it may not (`Refusal.NONE` if it may)."""
+        """Why this user may not record `request`, if it may not (`Refusal.MAY_RECORD` if it
+        may)."""
         hosts = self._record_hosts
         if hosts is not None and (request.host, request.port) not in hosts:
             return Refusal.HOST
-        return Refusal.NONE
+        return Refusal.MAY_RECORD
 
     def plan(self, request: RequestData, sent_url: str = "") -> Plan:
-        """Decide what to do with `request`; raises `CassetteMiss` or `RecordingForbidden`.
+        """Check `request` and decide what to do with it: the safety checks first (an
+        undeclared credential header raises `CredentialHeaderError`, an over-size body
+        `BodyTooLargeError`, before anything is replayed or forwarded), then the decision
+        (`CassetteMiss` or `RecordingForbidden` when it is neither replayed nor recorded).
         `sent_url` is its URL as sent: the values of its secret query parameters are searched
         for in it as they are when it is written (a body echoing one matches what was written).
 
         A replayed exchange counts as played at once, so concurrent identical requests take
         successive recorded exchanges.
         """
+        self._check_request(request)
         refusal = self._refusal(request) if self._refusal_varies else self._fixed_refusal
         if self.config.secret_headers or "?" in sent_url:
             redactor = self.redactor(request, sent_url)
@@ -484,18 +493,18 @@ class CassetteUser:
         if not self.config.record_errors:
             return None
         fault = FaultInfo(type(error).__name__, str(error))
-        return self.finalize(
+        return self.prepare(
             Exchange(request.method, request.url, request.headers, request.body, None, error=fault)
         )
 
-    def finalize(self, captured: Exchange, decoder: BodyDecoder | None = None) -> Exchange | None:
+    def prepare(self, captured: Exchange, decoder: BodyDecoder | None = None) -> Exchange | None:
         """The exchange to write for `captured`, as the live traffic gave it (None: the
         `before_record` hook declined it): the write pipeline (`_pipeline.prepare`), searching
         for every secret the session knows.  `decoder` decoded the response body: one it had to
         keep encoded is refused while a secret may be in it (`check_redactable`)."""
         redactor = self._secrets.redactor
         try:
-            with advised(self.config.advice):
+            with AdvisedErrors(self.config.advice):
                 if decoder is not None:
                     check_redactable(decoder, redactor)
                 return prepare(captured, self.config, redactor)
@@ -517,7 +526,7 @@ class CassetteUser:
         # session's secrets only grow: none now means none when it was planned or written.)
         changed = self._has_rules or self.config.secret_headers or self._secrets.redactor.secrets
         known = None if changed else (self.matcher, plan.key)
-        if not self.session.commit(exchange, known, wait=wait):
+        if not self.session.append(exchange, known, wait=wait):
             return False
         self.appended += 1
         return True
@@ -548,9 +557,10 @@ class ResponseRecorder:
     """Builds the exchange for one live response as its body arrives.
 
     `start()` takes the status and headers, `feed()` each raw chunk (returning the decoded bytes
-    to deliver, bounded by `max_body_bytes`), `finish()` the exchange to commit: the capture
-    (content decoded, chunk sizes and timings kept) through the write pipeline (secrets
-    redacted, cookies blanked, scrubs, the hook).  `live()` is the capture, unredacted, for the
+    to deliver, bounded by `max_body_bytes`), `decode_tail()` the end of the body (the last
+    decoded bytes), `exchange_to_write()` the exchange to commit: the capture (content decoded,
+    chunk sizes and timings kept) through the write pipeline (secrets redacted, cookies
+    blanked, scrubs, the hook).  `live()` is the capture, unredacted, for the
     caller only: while recording, the code under test gets the live response (so a login
     flow's cookie jar holds the real session); only what is written is redacted.
     """
@@ -599,7 +609,7 @@ class ResponseRecorder:
 
     def feed(self, raw: bytes) -> bytes:
         assert self._decoder is not None, "start() first"
-        with advised(self._user.config.advice):
+        with AdvisedErrors(self._user.config.advice):
             data = self._decoder.feed(raw)
         self._keep(data)
         return data
@@ -610,14 +620,14 @@ class ResponseRecorder:
             if self._timed:
                 self._timings.append(round((time.monotonic() - self._started) * 1000, 1))
 
-    def finish_decoding(self) -> bytes:
+    def decode_tail(self) -> bytes:
         """Call at the end of the body: the last decoded bytes (they are kept, too)."""
         assert self._decoder is not None, "start() first"
         if self._decoding_done:
             return b""
         self._decoding_done = True
-        with advised(self._user.config.advice):
-            tail = self._decoder.finish()
+        with AdvisedErrors(self._user.config.advice):
+            tail = self._decoder.tail()
         self._keep(tail)
         return tail
 
@@ -628,14 +638,14 @@ class ResponseRecorder:
             headers = tuple((n, v) for n, v in headers if n != "content-length")
         return headers
 
-    def finish(self, truncated: bool = False) -> Exchange | None:
+    def exchange_to_write(self, truncated: bool = False) -> Exchange | None:
         """The exchange to commit (None: a `before_record` hook declined it); `truncated` when
         the caller stopped before the end.  The exchange as captured goes through the write
-        pipeline (`CassetteUser.finalize`); `live()` is the exchange as captured."""
+        pipeline (`CassetteUser.prepare`); `live()` is the exchange as captured."""
         assert self._decoder is not None, "start() first"
         request = self._request
         if not truncated:
-            self.finish_decoding()
+            self.decode_tail()
         if self._decoder.raw_fallback:
             # Undecodable content: store what arrived as it arrived, encoding header kept (the
             # raw chunks' arrival times were not kept).
@@ -659,10 +669,10 @@ class ResponseRecorder:
         )
         # The caller's response is not paced by the arrival times (a replay of it would be).
         self._live = dataclasses.replace(captured, timings_ms=None) if timed else captured
-        return self._user.finalize(captured, self._decoder)
+        return self._user.prepare(captured, self._decoder)
 
     def live(self) -> Exchange:
         """The response as the server sent it (decoded, unredacted): for the caller, never for
-        the disk.  Call after `finish()`."""
-        assert self._live is not None, "finish() first"
+        the disk.  Call after `exchange_to_write()`."""
+        assert self._live is not None, "exchange_to_write() first"
         return self._live

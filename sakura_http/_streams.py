@@ -7,8 +7,8 @@ httpx and httpx2 flavours (see `_libraries.py`) only add the library's stream ba
   the exchange has none), slicing a `memoryview`, so a 16 MiB body is never copied whole.  With
   `latency > 0` it paces the chunks by their recorded arrival offsets (anyio sleeps in async).
 * `TeeStream` (`stream_through=True`) hands each chunk of a live response to the caller as it
-  arrives and commits the exchange when the stream ends or the caller closes it early (then
-  marked `truncated`).
+  arrives, driving the recording's steps (`_steps`) as the caller reads, and commits the
+  exchange when the caller closes it (after the end, or early: then marked `truncated`).
 
 Async iteration returns plain iterator objects rather than async generators: a caller that
 stops reading early drops the iterator unexhausted, and an async generator dropped that way has
@@ -22,13 +22,13 @@ never needs it, and importing it would cost every test run a few milliseconds.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 from ._config import DEFAULT_CHUNK_SIZE
 from ._exceptions import hidden_in_tracebacks
 from ._format import Exchange
-from ._session import ResponseRecorder
+from ._steps import ENDED, CallerStopped, Deliver, Steps, arun_steps, run_steps
 
 __all__ = ["DEFAULT_CHUNK_SIZE", "ReplayStream", "TeeStream", "chunk_plan"]
 
@@ -186,157 +186,98 @@ class _AsyncReplay:
 class TeeStream:
     """Passes a live response's chunks to the caller while recording them.
 
-    `commit(exchange)` (`await acommit(exchange)` when closed by async code) is called once,
-    when the stream is closed: with the whole body when the caller read to the end, else with
-    what was delivered, marked `truncated` (an early close, or a cancelled async read: both are
-    the caller's choice).  The exchange is the recorder's `finish()`: the capture through the
-    write pipeline (`_pipeline`), as for a response read whole; nothing when the `before_record`
-    hook declined it.  It is not called when reading failed
-    (an over-size body, a network error), so a broken exchange is never appended.  Nor is it
-    called for a response that is never closed: httpx closes it when a `with client.stream(...)`
-    block ends, or when a non-streaming request has read the body.
+    It drives the rest of the recording's steps (`_steps.record_steps`, after their `Answer`)
+    as the caller reads: each raw chunk is read through `io` (sync iteration with its `read`,
+    async with `aread`), decoded and handed on (`Deliver`).  When the stream is closed, the
+    steps finish, close the live response and commit the exchange: the whole body when the
+    caller read to the end, else what was delivered, marked `truncated` (an early close, or a
+    cancelled async read: both are the caller's choice).  The exchange goes through the write
+    pipeline (`_pipeline`) as one read whole does; nothing is written when the `before_record`
+    hook declined it.  Nothing is committed when reading failed (an over-size body, a network
+    error): the live response is closed then, so a broken exchange is never appended.  Nor is
+    anything for a response that is never closed: httpx closes it when a
+    `with client.stream(...)` block ends, or when a non-streaming request has read the body.
 
-    `on_error(exc)`, when given, sees each exception that made reading fail, before it reaches
-    the caller: the transport notes its own errors (an over-size body) even if the code under
-    test swallows them.
+    `on_error(exc)`, when given, sees each exception that made reading fail (or that the write
+    pipeline raised at the close), before it reaches the caller: the transport notes its own
+    errors (an over-size body) even if the code under test swallows them.
     """
 
     def __init__(
         self,
-        stream: Any,
-        recorder: ResponseRecorder,
-        commit: Callable[[Exchange], Any],
-        acommit: Callable[[Exchange], Awaitable[None]],
-        close_outer: Callable[[], Any],
+        steps: Steps,
+        io: Any,
         on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
-        self._stream = stream
-        self._recorder = recorder
-        self._commit = commit
-        self._acommit = acommit
-        self._close_outer = close_outer
+        self._steps = steps
+        self._io = io
         self._on_error = on_error
-        self._ended = False
-        self._failed = False
-        self._closed = False
+        self._ended = False  # the body was delivered to its end (the steps wait at ENDED)
+        self._done = False  # the steps ended: committed, or failed
 
-    # Steps shared by the sync and async loops; a failure in any of them rules out the commit.
+    def _after(self, step: Any) -> Any:
+        if step is ENDED:
+            self._ended = True
+        elif step is None:
+            self._done = True
+        return step
 
-    def _fail(self, exc: BaseException) -> None:
-        self._failed = True
+    def _failed(self, exc: BaseException) -> None:
+        self._done = True
         if self._on_error is not None:
             self._on_error(exc)
 
-    def _fed(self, raw: bytes) -> bytes:
+    def _run(self, error: BaseException | None = None) -> Any:
         try:
-            return self._recorder.feed(raw)
+            return self._after(run_steps(self._steps, self._io, None, error))
         except BaseException as exc:
-            self._fail(exc)
+            self._failed(exc)
             raise
 
-    def _tail(self) -> bytes:
-        self._ended = True
+    async def _arun(self, error: BaseException | None = None) -> Any:
+        import anyio  # see the module docstring
+
         try:
-            return self._recorder.finish_decoding()
+            step = await arun_steps(self._steps, self._io, None, error, teeing=True)
+        except anyio.get_cancelled_exc_class():
+            raise  # a cancelled read: the caller stopped; closing records what it delivered
         except BaseException as exc:
-            self._fail(exc)
+            self._failed(exc)
             raise
+        return self._after(step)
 
     def __iter__(self) -> Iterator[bytes]:
-        chunks = iter(self._stream)
-        while True:
-            try:
-                raw = next(chunks)
-            except StopIteration:
-                break
-            except BaseException as exc:
-                self._fail(exc)
-                raise
-            data = self._fed(raw)
-            if data:
-                yield data
-        tail = self._tail()
-        if tail:
-            yield tail
+        while not (self._done or self._ended):
+            step = self._run()
+            if type(step) is not Deliver:
+                return
+            yield step.data
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return _AsyncTee(self, self._stream.__aiter__())
-
-    def _finished(self) -> Exchange | None:
-        if self._closed:
-            return None
-        self._closed = True
-        if self._failed:
-            return None
-        return self._recorder.finish(truncated=not self._ended)
-
-    def _refused(self, exc: BaseException) -> None:
-        """The write pipeline refused the exchange: the transport notes it, as it notes its
-        other errors, and the live response is closed all the same."""
-        if self._on_error is not None:
-            self._on_error(exc)
+        return _AsyncTee(self)
 
     def close(self) -> None:
-        try:
-            exchange = self._finished()
-        except BaseException as exc:
-            self._refused(exc)
-            self._close_outer()
-            raise
-        try:
-            self._close_outer()
-        finally:
-            if exchange is not None:
-                self._commit(exchange)
+        if not self._done:
+            self._run(None if self._ended else CallerStopped())
 
     async def aclose(self) -> None:
-        try:
-            exchange = self._finished()
-        except BaseException as exc:
-            self._refused(exc)
-            await self._close_outer()
-            raise
-        try:
-            await self._close_outer()
-        finally:
-            if exchange is not None:
-                import anyio  # see the module docstring
-
-                # Shielded: a response closed because its task was cancelled still records
-                # what it delivered.
-                with anyio.CancelScope(shield=True):
-                    await self._acommit(exchange)
+        if not self._done:
+            await self._arun(None if self._ended else CallerStopped())
 
 
 class _AsyncTee:
     """Async iteration of a `TeeStream` (see the module docstring for why not a generator)."""
 
-    def __init__(self, tee: TeeStream, chunks: AsyncIterator[bytes]) -> None:
+    def __init__(self, tee: TeeStream) -> None:
         self._tee = tee
-        self._chunks = chunks
-        self._done = False
 
     def __aiter__(self) -> _AsyncTee:
         return self
 
     async def __anext__(self) -> bytes:
         tee = self._tee
-        while not self._done:
-            try:
-                raw = await self._chunks.__anext__()
-            except StopAsyncIteration:
-                self._done = True
-                tail = tee._tail()
-                if tail:
-                    return tail
-                break
-            except BaseException as exc:
-                import anyio  # see the module docstring
-
-                if not isinstance(exc, anyio.get_cancelled_exc_class()):
-                    tee._fail(exc)
-                raise
-            data = tee._fed(raw)
-            if data:
-                return data
+        if not (tee._done or tee._ended):
+            step = await tee._arun()
+            if type(step) is Deliver:
+                return step.data
         raise StopAsyncIteration

@@ -1,17 +1,16 @@
 """`RecordingTransport`: thin sync and async shells over one shared cassette session.
 
-Each request goes: passthrough? -> safety checks -> plan (replay / record / refuse / miss,
-decided by `_core`) -> replay a recorded exchange, or forward to `outer`, record the response
-and hand the caller the live response.  The checks and the plan are one method, `_planned`,
-which also answers a replay.  Recording is written once, as the generator `_exchange_steps`: it
-makes every decision and yields the I/O it needs (`_Send`, `_Read`, `_Close`, `_Commit`) to a
-driver, and the sync and async shells are the two drivers, which differ only in `await`.
+Each request goes: passthrough? -> plan (the safety checks, then replay / record / refuse /
+miss, decided by `_core`) -> replay a recorded exchange, or record it: the step sequence every
+front end drives (`_steps.record_steps`), its I/O done through `outer` by an `OuterIO`, run by
+`run_steps` in the sync shell and `arun_steps` in the async one; the caller gets the live
+response.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -25,16 +24,17 @@ from ._exceptions import (
     hidden_in_tracebacks,
 )
 from ._exchange import RequestData
-from ._format import Exchange
+from ._format import Exchange, Headers
 from ._front_end import CassetteFrontEnd
 from ._libraries import HttpLibrary, library_of
 from ._session import Plan
+from ._steps import Answer, arun_steps, record_steps, run_steps
 
 if TYPE_CHECKING:
     import httpx2
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
 
-__all__ = ["AsyncOuterTransport", "OuterTransport", "RecordingTransport"]
+__all__ = ["AsyncOuterTransport", "OuterIO", "OuterTransport", "RecordingTransport"]
 
 # A sakura-http error passing through this module's frames is shown under pytest without them
 # (the test's own frames and the message say it all); a bug keeps them (`hidden_in_tracebacks`).
@@ -53,43 +53,54 @@ class AsyncOuterTransport(Protocol):
     async def handle_async_request(self, request: Any, /) -> Any: ...
 
 
-# --- the step sequence: what the drivers are asked to do -------------------------------------
+class OuterIO:
+    """The I/O of recording one request through an httpx (or httpx2) outer transport, sync
+    (`send`, `read`, `close`) or async (`asend`, `aread`, `aclose`): what the step sequence
+    (`_steps.record_steps`) asks for.  One per recorded request; the proxy records through it
+    too, with its upstream transport as `outer_send`."""
 
+    __slots__ = ("_library", "_outer_send", "_reader")
 
-# Plain slotted classes: as plain to read as named tuples, and a tenth of their cost to define
-# (a named tuple compiles its constructor), which every `import sakura_http` pays.
+    def __init__(self, library: HttpLibrary, outer_send: Any) -> None:
+        self._library = library
+        self._outer_send = outer_send  # outer's handle_request, or handle_async_request
+        self._reader: Any = None
 
+    def head(self, response: Any) -> tuple[int, Headers, str]:
+        return (response.status_code, *self._library.response_headers(response))
 
-class _Send:
-    __slots__ = ("request",)
+    def is_transport_error(self, error: BaseException) -> bool:
+        return self._library.is_transport_error(error)
 
-    def __init__(self, request: Any) -> None:
-        self.request = request  # -> the outer transport's response
+    def send(self, request: Any) -> Any:
+        return self._outer_send(request)
 
+    def read(self, response: Any) -> bytes | None:
+        if self._reader is None:
+            self._reader = iter(response.stream)
+        return next(self._reader, None)
 
-class _Read:
-    __slots__ = ("response",)
+    def close(self, response: Any) -> None:
+        response.close()
 
-    def __init__(self, response: Any) -> None:
-        self.response = response  # -> the next raw chunk of its body, or None at the end
+    async def asend(self, request: Any) -> Any:
+        return await self._outer_send(request)
 
+    async def aread(self, response: Any) -> bytes | None:
+        if self._reader is None:
+            self._reader = response.stream.__aiter__()
+        try:
+            return await self._reader.__anext__()  # type: ignore[no-any-return]
+        except StopAsyncIteration:
+            return None
 
-class _Close:
-    __slots__ = ("response",)
-
-    def __init__(self, response: Any) -> None:
-        self.response = response  # -> None, once the body is read (or reading failed)
-
-
-class _Commit:
-    __slots__ = ("exchange", "plan")
-
-    def __init__(self, plan: Plan, exchange: Exchange | None) -> None:
-        self.plan = plan
-        self.exchange = exchange  # -> None, once appended (None: a hook declined it)
-
-
-_Step = _Send | _Read | _Close | _Commit
+    async def aclose(self, response: Any) -> None:
+        # Close the stream's generator now, not at garbage collection, when recording stopped
+        # early (an over-size body): async generators must be closed explicitly.
+        reader, self._reader = self._reader, None
+        if hasattr(reader, "aclose"):
+            await reader.aclose()
+        await response.aclose()
 
 
 class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseTransport):
@@ -165,7 +176,7 @@ class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseT
     def __repr__(self) -> str:
         return f"<RecordingTransport {self.path!r} mode={self.mode.value!r}>"
 
-    # --- the step sequence -------------------------------------------------------------------
+    # --- one request --------------------------------------------------------------------------
 
     def _refuse_closed(self) -> None:
         raise RuntimeError(f"{self!r} is closed; build a new transport to send requests")
@@ -188,10 +199,10 @@ class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseT
         return library.replay(exchange, request, config.replay_chunk_size, config.replay_latency)
 
     def _planned(self, library: HttpLibrary, request: Any) -> tuple[RequestData, Plan, Any]:
-        """The safety checks and the plan for a request whose body has been read: (its data,
-        the plan, and the replayed response when the plan is to replay, else None)."""
+        """The plan for a request whose body has been read (the safety checks, then the
+        decision): (its data, the plan, and the replayed response when the plan is to replay,
+        else None)."""
         data: RequestData = library.request_data(request, self._config.secret_query_params)
-        self._user.check_request(data)
         # The URL as sent only matters for its secret query values (none without a query): not
         # built per replayed request otherwise.
         plan = self._user.plan(data, str(request.url) if "?" in data.url else "")
@@ -199,49 +210,19 @@ class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseT
             return data, plan, None
         return data, plan, self._replay(library, plan.exchange, request)
 
-    def _exchange_steps(
-        self, library: HttpLibrary, request: Any, data: RequestData, plan: Plan, close: Any
-    ) -> Generator[_Step, Any, Any]:
-        """Every decision for recording one request (`plan` says to); yields the I/O to do.
-
-        Returns the response for the caller.  `close` closes the live response (sync or async),
-        for the tee of a `stream_through` response.
-        """
-        user = self._user
-        recorder = user.recorder(data, str(request.url))
-        try:
-            response = yield _Send(request)
-        except Exception as exc:
-            fault = user.fault_exchange(data, exc) if library.is_transport_error(exc) else None
-            if fault is not None:
-                yield _Commit(plan, fault)
-            raise
-        headers, charset = library.response_headers(response)
-        recorder.start(response.status_code, headers, charset)
-        if self._config.stream_through:
-            # Headers as received, unless the body is decoded (content-encoding dropped).
-            decoded = None if recorder.headers_as_received else recorder.live_headers()
-            stream = library.tee_stream(
-                response.stream,
-                recorder,
-                lambda exchange: user.commit(plan, exchange),
-                lambda exchange: user.acommit(plan, exchange),
-                close(response),
-                self._note_error,
-            )
-            return library.handed_on(response, request, stream, decoded, charset)
-        read = _Read(response)  # one step object for every chunk
-        try:
-            while (raw := (yield read)) is not None:
-                recorder.feed(raw)
-            exchange = recorder.finish()
-        finally:
-            yield _Close(response)
-        yield _Commit(plan, exchange)
-        live = recorder.live()  # (a body that failed to decode is kept raw, headers as received)
-        decoded = None if recorder.headers_as_received else live.response_headers
-        replay = library.replay_stream(live, self._config.replay_chunk_size, 0.0)
-        return library.handed_on(response, request, replay, decoded, charset)
+    def _answer(
+        self, library: HttpLibrary, request: Any, answer: Answer, io: OuterIO, steps: Any
+    ) -> Any:
+        """The response handed to the caller while recording: the live response's status line,
+        its headers (decoded: less the content-encoding), and the body as read, or (with
+        `stream_through`) streaming through a tee that records it."""
+        headers = answer.headers if answer.decoded else None
+        stream: Any
+        if answer.live is None:
+            stream = library.tee_stream(steps, io, self._note_error)
+        else:
+            stream = library.replay_stream(answer.live, self._config.replay_chunk_size, 0.0)
+        return library.handed_on(answer.response, request, stream, headers, answer.charset)
 
     # --- sync ------------------------------------------------------------------------------
 
@@ -262,30 +243,9 @@ class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseT
             data, plan, replayed = self._planned(library, request)
             if replayed is not None:
                 return replayed
-            steps = self._exchange_steps(
-                library, request, data, plan, lambda response: response.close
-            )
-            chunks: dict[int, Iterator[bytes]] = {}
-            result: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    step = steps.throw(error) if error is not None else steps.send(result)
-                except StopIteration as done:
-                    return done.value
-                result, error = None, None
-                try:
-                    if isinstance(step, _Send):
-                        result = self._outer_for("handle_request", request)(step.request)
-                    elif isinstance(step, _Read):
-                        reader = chunks.setdefault(id(step.response), iter(step.response.stream))
-                        result = next(reader, None)
-                    elif isinstance(step, _Close):
-                        step.response.close()
-                    else:
-                        self._user.commit(step.plan, step.exchange)
-                except BaseException as exc:
-                    error = exc
+            io = OuterIO(library, self._outer_for("handle_request", request))
+            steps = record_steps(self._user, data, request, str(request.url), plan, io)
+            return self._answer(library, request, run_steps(steps, io), io, steps)
         except CassetteError as exc:
             self._note_error(exc)
             raise
@@ -328,43 +288,9 @@ class RecordingTransport(CassetteFrontEnd, httpx.BaseTransport, httpx.AsyncBaseT
             data, plan, replayed = self._planned(library, request)
             if replayed is not None:
                 return replayed
-            steps = self._exchange_steps(
-                library, request, data, plan, lambda response: response.aclose
-            )
-            chunks: dict[int, Any] = {}
-            result: Any = None
-            error: BaseException | None = None
-            while True:
-                try:
-                    step = steps.throw(error) if error is not None else steps.send(result)
-                except StopIteration as done:
-                    return done.value
-                result, error = None, None
-                try:
-                    if isinstance(step, _Send):
-                        result = await self._outer_for("handle_async_request", request)(
-                            step.request
-                        )
-                    elif isinstance(step, _Read):
-                        reader = chunks.setdefault(
-                            id(step.response), step.response.stream.__aiter__()
-                        )
-                        try:
-                            result = await reader.__anext__()
-                        except StopAsyncIteration:
-                            result = None
-                    elif isinstance(step, _Close):
-                        # Close the stream's generator now, not at garbage collection, when
-                        # recording stopped early (an over-size body): async generators must
-                        # be closed explicitly.
-                        reader = chunks.pop(id(step.response), None)
-                        if hasattr(reader, "aclose"):
-                            await reader.aclose()
-                        await step.response.aclose()
-                    else:
-                        await self._user.acommit(step.plan, step.exchange)
-                except BaseException as exc:
-                    error = exc
+            io = OuterIO(library, self._outer_for("handle_async_request", request))
+            steps = record_steps(self._user, data, request, str(request.url), plan, io)
+            return self._answer(library, request, await arun_steps(steps, io), io, steps)
         except CassetteError as exc:
             self._note_error(exc)
             raise

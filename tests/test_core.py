@@ -50,7 +50,7 @@ def test_allow_repeats_false_turns_repeat_into_miss() -> None:
 
 
 REFUSED = {"yes": "record", "no outer": "refuse", "host": "refuse"}
-_REFUSAL_NAMES = {"yes": Refusal.NONE, "no outer": Refusal.NO_OUTER, "host": Refusal.HOST}
+_REFUSAL_NAMES = {"yes": Refusal.MAY_RECORD, "no outer": Refusal.NO_OUTER, "host": Refusal.HOST}
 
 
 @pytest.mark.parametrize("mode", list(RecordMode))
@@ -63,7 +63,7 @@ def test_refusal_applies_only_where_the_table_records(
     plain = ACTIONS[mode, lookup]
     if plain is Action.RECORD:
         assert decision.action is REFUSALS[refusal]
-        if refusal is not Refusal.NONE:
+        if refusal is not Refusal.MAY_RECORD:
             assert refusal.value in decision.reason
     else:
         assert decision.action is plain  # replaying or missing never needs the network

@@ -186,16 +186,16 @@ def test_an_httpx_client_block_passes_the_failure_on(tmp_path: Path) -> None:
 
 @pytest.fixture
 def commits(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]:
-    """(wait, done) for each `CassetteSession.commit`."""
+    """(wait, done) for each `CassetteSession.append`."""
     seen: list[tuple[bool, bool]] = []
-    real = CassetteSession.commit
+    real = CassetteSession.append
 
     def spy(self: CassetteSession, *args: Any, wait: bool = True) -> bool:
         done = real(self, *args, wait=wait)
         seen.append((wait, done))
         return done
 
-    monkeypatch.setattr(CassetteSession, "commit", spy)
+    monkeypatch.setattr(CassetteSession, "append", spy)
     return seen
 
 

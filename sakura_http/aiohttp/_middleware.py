@@ -3,29 +3,30 @@
 aiohttp (3.12 and later) passes every request of a ``ClientSession(middlewares=[...])`` to its
 middlewares, each hop of a redirect it follows included.  The middleware drives the cassette's
 `CassetteUser` through the steps every front end takes (docs/architecture.md): passthrough? ->
-read the body -> `check_request` -> `plan` -> replay the planned exchange without calling the
-handler (no connection is opened), or call the handler (the session's own connector makes the
-live request), record the answer (`recorder` start / feed / finish, `commit`) and hand the
-caller the live response.
+read the body -> `plan` (the safety checks, then the decision) -> replay the planned exchange
+without calling the handler (no connection is opened), or record it: the step sequence every
+front end drives (`_steps.record_steps`), calling the handler (the session's own connector
+makes the live request) through `_HandlerIO`, and hand the caller the live response.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from .._config import CassetteConfig, CassetteOptions, resolve_config
 from .._exceptions import CassetteError, ConfigurationError, hidden_in_tracebacks
 from .._exchange import RequestData
-from .._format import Exchange, FaultInfo, header_text
+from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
 from .._matching import canonical_url
 from .._session import Plan
+from .._steps import arun_steps, record_steps
 from .._streams import ReplayStream
 from ._advice import AiohttpAdvice
 from ._response import replayed_response
@@ -128,7 +129,6 @@ class RecordingMiddleware(CassetteFrontEnd):
                 url.host or "",
                 url.port,
             )
-            user.check_request(data)
             plan = user.plan(data, str(url))
             if plan.exchange is not None:
                 return self._replay(request, plan.exchange)
@@ -158,40 +158,17 @@ class RecordingMiddleware(CassetteFrontEnd):
         plan: Plan,
         handler: aiohttp.ClientHandlerType,
     ) -> aiohttp.ClientResponse:
-        user = self._user
-        recorder = user.recorder(data, str(request.url))
-        try:
-            live = await handler(request)
-        except aiohttp.ClientConnectionError as exc:
-            fault = user.fault_exchange(data, exc)
-            if fault is not None:
-                await user.acommit(plan, fault)
-            raise
-        headers, charset = header_text(live.raw_headers)
-        if request.session.auto_decompress:
-            # aiohttp hands on the body decoded: record it as an identity body.
-            encoding = live.headers.get("content-encoding", "").strip().lower()
-            if encoding in _DECODED_BY_AIOHTTP:
-                headers = tuple(
-                    (n, v) for n, v in headers if n not in ("content-encoding", "content-length")
-                )
-        recorder.start(live.status, headers, charset)
-        try:
-            # Chunk by chunk as received: each HTTP chunk of a chunked body (an SSE event).
-            async for chunk, _ in live.content.iter_chunks():
-                recorder.feed(chunk)
-            exchange = recorder.finish()
-        finally:
-            live.release()
-        await user.acommit(plan, exchange)
-        captured = recorder.live()  # the body as read, unredacted: for the caller only
+        io = _HandlerIO(handler, request.session.auto_decompress)
+        steps = record_steps(self._user, data, request, str(request.url), plan, io)
+        answer = await arun_steps(steps, io)
+        assert answer.live is not None  # (no stream_through here: see the class docstring)
         return replayed_response(
             request,
-            live.status,
-            live.reason or "",
-            captured.response_headers,
-            charset,
-            ReplayStream(captured, self._config.replay_chunk_size, 0.0),
+            answer.response.status,
+            answer.response.reason or "",
+            answer.live.response_headers,
+            answer.charset,
+            ReplayStream(answer.live, self._config.replay_chunk_size, 0.0),
         )
 
     # --- closing ---------------------------------------------------------------------------
@@ -222,6 +199,46 @@ class RecordingMiddleware(CassetteFrontEnd):
         traceback: TracebackType | None = None,
     ) -> None:
         await self.aclose(failed=exc_type is not None)
+
+
+class _HandlerIO:
+    """The I/O of recording one request through aiohttp's handler, for the step sequence
+    (`_steps.record_steps`): the live body is read chunk by chunk as received (each HTTP
+    chunk of a chunked body: an SSE event)."""
+
+    def __init__(self, handler: aiohttp.ClientHandlerType, auto_decompress: bool) -> None:
+        self._handler = handler
+        self._auto_decompress = auto_decompress
+        self._chunks: AsyncIterator[tuple[bytes, bool]] | None = None
+
+    def head(self, live: aiohttp.ClientResponse) -> tuple[int, Headers, str]:
+        headers, charset = header_text(live.raw_headers)
+        if self._auto_decompress:
+            # aiohttp hands on the body decoded: record it as an identity body.
+            encoding = live.headers.get("content-encoding", "").strip().lower()
+            if encoding in _DECODED_BY_AIOHTTP:
+                headers = tuple(
+                    (n, v) for n, v in headers if n not in ("content-encoding", "content-length")
+                )
+        return live.status, headers, charset
+
+    def is_transport_error(self, error: BaseException) -> bool:
+        return isinstance(error, aiohttp.ClientConnectionError)
+
+    async def asend(self, request: aiohttp.ClientRequest) -> aiohttp.ClientResponse:
+        return await self._handler(request)
+
+    async def aread(self, live: aiohttp.ClientResponse) -> bytes | None:
+        if self._chunks is None:
+            self._chunks = live.content.iter_chunks().__aiter__()
+        try:
+            chunk, _ = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        return chunk
+
+    async def aclose(self, live: Any) -> None:
+        live.release()
 
 
 async def _body_bytes(request: aiohttp.ClientRequest) -> bytes:

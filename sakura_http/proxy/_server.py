@@ -3,8 +3,9 @@
 One task per client connection runs h11's state machine over the socket (or over the TLS stream
 of an intercepted ``CONNECT`` tunnel).  Each complete request is turned into the same
 `RequestData` an in-process `RecordingTransport` would build, and drives the session through the
-same steps: passthrough? -> `check_request` -> `plan` -> replay the planned exchange, or forward
-it upstream, `recorder().start/feed/finish`, `commit`, and replay what was recorded.  The server
+same steps: passthrough? -> `plan` (the safety checks, then the decision) -> replay the planned
+exchange, or record it: the step sequence every front end drives (`_steps.record_steps`), sent
+upstream through the transport's `OuterIO`, and replay what was recorded.  The server
 makes no decision of its own; it only moves bytes and turns `CassetteError`s into answers.
 
 The client side of a connection (h11, timeouts, the header rules, the proxy's own answers) is
@@ -35,8 +36,10 @@ from .._format import Exchange, header_text
 from .._hosts import split_host_entry
 from .._libraries import library_of
 from .._policy import check_body_size, shown_url
-from .._session import CassetteUser, Plan, ResponseRecorder
+from .._session import CassetteUser, Plan
+from .._steps import Answer, arun_steps, record_steps
 from .._streams import ReplayStream, TeeStream
+from .._transport import OuterIO
 from ._ca import CertificateAuthority
 from ._cassettes import Cassettes
 from ._h2 import is_prior_knowledge
@@ -479,7 +482,6 @@ class ProxyServer:
         data = library.request_data(recorded, self.config.secret_query_params)
         try:
             user = self.cassettes.user_for(url)
-            user.check_request(data)
             plan = user.plan(data, str(url))
         except CassetteError as exc:
             await self._fail(wire, method, data.url, exc)
@@ -573,14 +575,14 @@ class ProxyServer:
         leaves is noticed when a chunk cannot be sent, and a truncated exchange is recorded.)"""
         method, url = request.method, str(request.url)
         if self.config.stream_through:
-            recorder = user.recorder(data, url)
-            response = await self._upstream(user, data, plan, request)
-            if isinstance(response, httpx.TransportError):
-                await self._fail(wire, method, url, response)
+            io = OuterIO(library_of(request), self._send_upstream)
+            steps = record_steps(user, data, request, url, plan, io)
+            try:
+                head_answer: Answer = await arun_steps(steps, io)
+            except httpx.TransportError as exc:  # (recorded as a fault under record_errors)
+                await self._fail(wire, method, url, exc)
                 return
-            raw_headers, charset = header_text(response.headers.raw)
-            recorder.start(response.status_code, raw_headers, charset)
-            await self._tee(wire, user, plan, recorder, response, head)
+            await self._tee(wire, TeeStream(steps, io), head_answer, head)
             return
         gone = False
         answer: Exchange | Exception | None = None
@@ -611,72 +613,33 @@ class ProxyServer:
         # The client gets the response as the server sent it; only the cassette is redacted.
         await self._replay(wire, answer, head)
 
-    async def _upstream(
-        self, user: CassetteUser, data: RequestData, plan: Plan, request: httpx.Request
-    ) -> httpx.Response | httpx.TransportError:
-        """The upstream's response to `request`, or the error sending it (recorded as a fault
-        exchange under `record_errors`)."""
-        try:
-            return await self._send_upstream(request)
-        except httpx.TransportError as exc:
-            fault = user.fault_exchange(data, exc)
-            if fault is not None:
-                with anyio.CancelScope(shield=True):
-                    await user.acommit(plan, fault)
-            return exc
-
     async def _fetch(
         self, user: CassetteUser, data: RequestData, plan: Plan, request: httpx.Request
     ) -> Exchange | Exception:
         """Forward `request`, read and record the whole answer: the live exchange to send the
-        client, or the error to answer it with.  Cancelled (the client left), it records
-        nothing and closes the upstream response."""
-        recorder = user.recorder(data, str(request.url))
-        response = await self._upstream(user, data, plan, request)
-        if isinstance(response, httpx.TransportError):
-            return response
-        raw_headers, charset = header_text(response.headers.raw)
-        recorder.start(response.status_code, raw_headers, charset)
+        client, or the error to answer it with (an error sending it is recorded as a fault
+        exchange under `record_errors`).  Cancelled (the client left), it records nothing and
+        closes the upstream response; read in full, it is recorded even if the client left."""
+        io = OuterIO(library_of(request), self._send_upstream)
         try:
-            async for raw in _body(response):
-                recorder.feed(raw)
-            exchange = recorder.finish()
+            answer: Answer = await arun_steps(
+                record_steps(user, data, request, str(request.url), plan, io), io
+            )
         except (BodyTooLargeError, httpx.TransportError) as exc:
             return exc
-        finally:
-            with anyio.CancelScope(shield=True):  # also when the client left: free the socket
-                await response.aclose()
-        with anyio.CancelScope(shield=True):  # read in full: recorded even if the client left
-            await user.acommit(plan, exchange)
-        return recorder.live()
+        assert answer.live is not None
+        return answer.live
 
-    async def _tee(
-        self,
-        wire: Wire,
-        user: CassetteUser,
-        plan: Plan,
-        recorder: ResponseRecorder,
-        response: httpx.Response,
-        head: bool,
-    ) -> None:
+    async def _tee(self, wire: Wire, tee: TeeStream, answer: Answer, head: bool) -> None:
+        response = answer.response
         status = response.status_code
         bodiless = head or status in _BODILESS_STATUSES
-        tee = TeeStream(
-            response.stream,
-            recorder,
-            lambda exchange: user.commit(plan, exchange),
-            lambda exchange: user.acommit(plan, exchange),
-            response.aclose,
-        )
         try:
             await wire.send(
                 h11.Response(
                     status_code=status,
                     headers=client_headers(
-                        recorder.live_headers(),
-                        bodiless=bodiless,
-                        body_length=None,
-                        charset=recorder.charset,
+                        answer.headers, bodiless=bodiless, body_length=None, charset=answer.charset
                     ),
                     reason=reason_phrase(status),
                 )

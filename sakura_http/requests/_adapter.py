@@ -2,9 +2,10 @@
 
 A `requests.Session` hands every prepared request to the adapter mounted for its URL prefix.
 The adapter drives the cassette's `CassetteUser` through the steps every front end takes
-(docs/architecture.md): passthrough? -> read the body -> `check_request` -> `plan` -> replay
-the planned exchange, or send the request through `outer` (an ``HTTPAdapter``), record the
-answer (`recorder` start / feed / finish, `commit`) and hand the caller the live response.
+(docs/architecture.md): passthrough? -> read the body -> `plan` (the safety checks, then the
+decision) -> replay the planned exchange, or record it: the step sequence every front end drives
+(`_steps.record_steps`), sending through `outer` (an ``HTTPAdapter``) with `_RequestsIO`, and
+hand the caller the live response.
 
 A response, replayed or live, is what requests itself builds from urllib3: a
 `requests.Response` over a `urllib3.HTTPResponse` whose body is a file of the chunks to
@@ -44,6 +45,7 @@ from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
 from .._matching import canonical_url
 from .._session import Plan
+from .._steps import record_steps, run_steps
 from .._streams import ReplayStream, TeeStream
 from ._advice import RequestsAdvice
 
@@ -168,7 +170,6 @@ class RecordingAdapter(CassetteFrontEnd, requests.adapters.BaseAdapter):
             if request.body is not None and not isinstance(request.body, (bytes, str)):
                 request.body = body  # a generator or file is read once: send what was read
             data = request_data(request, url, body, config.secret_query_params)
-            user.check_request(data)
             plan = user.plan(data, url)
             if plan.exchange is not None:
                 return self._replay(plan.exchange, request)
@@ -200,42 +201,18 @@ class RecordingAdapter(CassetteFrontEnd, requests.adapters.BaseAdapter):
         plan: Plan,
         sending: dict[str, Any],
     ) -> requests.Response:
-        user = self._user
-        recorder = user.recorder(data, url)
-        try:
-            live = self.outer.send(request, stream=True, **sending)
-        except _TRANSPORT_ERRORS as exc:
-            fault = user.fault_exchange(data, exc)
-            if fault is not None:
-                user.commit(plan, fault)
-            raise
-        raw = live.raw
-        headers, charset = header_text(_raw_headers(raw))
-        recorder.start(live.status_code, headers, charset)
-        if self._config.stream_through:
-            tee = TeeStream(
-                _live_chunks(raw),
-                recorder,
-                lambda exchange: user.commit(plan, exchange),
-                lambda exchange: user.acommit(plan, exchange),
-                live.close,
-                self._note_error,
-            )
-            shown = headers if recorder.headers_as_received else recorder.live_headers()
-            return _response(
-                request, live.status_code, live.reason, shown, charset, _Chunks(tee, tee.close)
-            )
-        try:
-            for chunk in _live_chunks(raw):
-                recorder.feed(chunk)
-            exchange = recorder.finish()
-        finally:
-            live.close()
-        user.commit(plan, exchange)
-        captured = recorder.live()  # the body as read, unredacted: for the caller only
-        shown = headers if recorder.headers_as_received else captured.response_headers
-        stream = ReplayStream(captured, self._config.replay_chunk_size, 0.0)
-        return _response(request, live.status_code, live.reason, shown, charset, _Chunks(stream))
+        io = _RequestsIO(self.outer, sending)
+        steps = record_steps(self._user, data, request, url, plan, io)
+        answer = run_steps(steps, io)
+        live = answer.response
+        if answer.live is None:  # stream_through: the body is recorded as the caller reads it
+            tee = TeeStream(steps, io, self._note_error)
+            body = _Chunks(tee, tee.close)
+        else:
+            body = _Chunks(ReplayStream(answer.live, self._config.replay_chunk_size, 0.0))
+        return _response(
+            request, live.status_code, live.reason, answer.headers, answer.charset, body
+        )
 
     # --- closing ---------------------------------------------------------------------------
 
@@ -348,6 +325,34 @@ def _reason(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+class _RequestsIO:
+    """The I/O of recording one request through `outer` (a requests adapter), for the step
+    sequence (`_steps.record_steps`): the live response is read raw from urllib3, chunk by
+    chunk as it arrives."""
+
+    def __init__(self, outer: requests.adapters.BaseAdapter, sending: dict[str, Any]) -> None:
+        self._outer = outer
+        self._sending = sending
+        self._chunks: Iterator[bytes] | None = None
+
+    def head(self, live: requests.Response) -> tuple[int, Headers, str]:
+        return (live.status_code, *header_text(_raw_headers(live.raw)))
+
+    def is_transport_error(self, error: BaseException) -> bool:
+        return isinstance(error, _TRANSPORT_ERRORS)
+
+    def send(self, request: requests.PreparedRequest) -> requests.Response:
+        return self._outer.send(request, stream=True, **self._sending)
+
+    def read(self, live: requests.Response) -> bytes | None:
+        if self._chunks is None:
+            self._chunks = _live_chunks(live.raw)
+        return next(self._chunks, None)
+
+    def close(self, live: requests.Response) -> None:
+        live.close()
 
 
 # --- urllib3 --------------------------------------------------------------------------------
