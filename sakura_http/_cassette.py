@@ -437,12 +437,12 @@ def _remove_folders(folders: list[Path]) -> None:
 
 
 class AtomicRecording:
-    """A fresh cassette written beside `path` that replaces it on `commit()`.
+    """A fresh cassette written beside `path` that replaces it on `replace_cassette()`.
 
-    Creating it claims the cassette: until `commit()` or `discard()`, the sibling
+    Creating it claims the cassette: until `replace_cassette()` or `discard()`, the sibling
     `<name>.recording` file stays locked, and an append from another process or a second
     re-recording is refused with `RerecordingInProgress` naming this process and when it
-    began (the file's last line says both).  The old cassette is untouched until `commit()`.
+    began (the file's last line says both).  The old cassette is untouched until `replace_cassette()`.
     Missing parent folders are made now, and taken back if nothing is committed.  Dropped
     unclosed (or its process killed), it leaves `<name>.recording` unlocked: a stray, removed
     by the next open of the cassette (`remove_stray_recording`).
@@ -465,7 +465,7 @@ class AtomicRecording:
         self._fd: int | None = fd
         self._size = 0  # bytes of the cassette written: this process alone writes the file
         self.count = 0
-        # Dropped without commit() or discard(): closing the file frees its lock.
+        # Dropped without replace_cassette() or discard(): closing the file frees its lock.
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     def _claim(self) -> int:
@@ -509,7 +509,7 @@ class AtomicRecording:
         self._size += len(data)
         self.count += 1
 
-    def commit(self) -> None:
+    def replace_cassette(self) -> None:
         """Move the fresh cassette over the old one (if anything was recorded) and unlock."""
         self._end(keep=True)
 

@@ -234,7 +234,7 @@ class CassetteSession:
             if self._failed:
                 recording.discard()
             else:
-                recording.commit()
+                recording.replace_cassette()
 
     # --- per request -------------------------------------------------------------------------
 

@@ -91,9 +91,9 @@ def test_atomic_recording_is_exclusive_and_keeps_the_old_file_until_commit(
         AtomicRecording(path, {})
     recording.append(encode_exchange(Exchange("GET", "https://api.example.test/")))
     assert path.read_bytes() == b"old\n"
-    recording.commit()
+    recording.replace_cassette()
     assert path.read_bytes().startswith(b'{"schema_version":"1.0","kind":"cassette","note":"kept"}')
-    AtomicRecording(path, {}).commit()  # the lock was released
+    AtomicRecording(path, {}).replace_cassette()  # the lock was released
 
 
 def test_loading_waits_for_an_append_in_progress(tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ except OSError:
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
 append(encode_exchange(Exchange("GET", "https://api.example.test/3")))
 if mode == "all":
-    recording.commit()
+    recording.replace_cassette()
 """
 
 
@@ -252,7 +252,7 @@ def test_an_append_during_a_re_recording_is_refused_with_who_and_since(tmp_path:
     assert path.read_bytes() == before
     # The line naming the process is on the file being written, never on the cassette.
     assert recording.temp_path.read_bytes().splitlines()[-1].startswith(b'{"rerecording":')
-    recording.commit()
+    recording.replace_cassette()
     assert b"rerecording" not in path.read_bytes()
     assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/new"]
     append_lines(path, _line("after"), {})  # the re-recording is over: appends land in the new file
@@ -266,7 +266,7 @@ def test_a_second_re_recording_is_refused_with_who_and_since(tmp_path: Path) -> 
         AtomicRecording(path, {})
     assert (caught.value.pid, caught.value.since) == (os.getpid(), first.since)
     first.append(_line(1))  # the refused claim did not disturb the file being written
-    first.commit()
+    first.replace_cassette()
     assert [e.url for e in load_cassette(path).exchanges] == ["https://api.example.test/1"]
 
 
@@ -289,7 +289,7 @@ def test_a_stray_recording_is_removed_only_when_its_writer_is_gone(tmp_path: Pat
     live.append(_line(1))
     assert remove_stray_recording(path) is False  # its writer holds the lock: alive
     assert stray.exists()
-    live.commit()
+    live.replace_cassette()
     assert remove_stray_recording(path) is False  # nothing there
     stray.write_bytes(b"left by a writer that was killed\n")  # no one holds its lock
     assert remove_stray_recording(path) is True
@@ -314,7 +314,7 @@ def test_a_re_recording_takes_back_the_folders_it_made_when_it_keeps_nothing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "not" / "there" / "c.jsonl"
-    AtomicRecording(path, {}).commit()  # nothing recorded
+    AtomicRecording(path, {}).replace_cassette()  # nothing recorded
     assert list(tmp_path.iterdir()) == []
     recording = AtomicRecording(path, {})
     recording.append(_line(1))
@@ -322,7 +322,7 @@ def test_a_re_recording_takes_back_the_folders_it_made_when_it_keeps_nothing(
     assert list(tmp_path.iterdir()) == []
     recording = AtomicRecording(path, {})
     recording.append(_line(1))
-    recording.commit()
+    recording.replace_cassette()
     assert sorted(p.name for p in path.parent.iterdir()) == ["c.jsonl"]
 
 
@@ -379,7 +379,7 @@ def test_appends_commits_and_claims_hold_the_folder_lock(
     append_lines(path, _line(1), {})
     recording = AtomicRecording(path, {})
     recording.append(_line(2))
-    recording.commit()
+    recording.replace_cassette()
     assert probes == [
         ("append", True, False),
         ("claim", False, False),

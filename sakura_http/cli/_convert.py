@@ -376,7 +376,7 @@ def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> Conv
     except BaseException:
         recording.discard()  # a full disk: no half-written sibling left behind
         raise
-    recording.commit()
+    recording.replace_cassette()
     return result
 
 

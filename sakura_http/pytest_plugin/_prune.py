@@ -123,5 +123,5 @@ def prune_cassette(path: str, played: Counter[str]) -> int:
     except BaseException:
         recording.discard()
         raise
-    recording.commit()
+    recording.replace_cassette()
     return len(dead)
