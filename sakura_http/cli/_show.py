@@ -181,6 +181,8 @@ def _textconv_exchange(exchange: Exchange) -> Iterator[str]:
         yield f"chunks: {', '.join(map(str, exchange.chunks))}"
     if exchange.truncated:
         yield "truncated: the caller closed the stream early"
+    if exchange.recorded_at is not None:
+        yield f"recorded_at: {exchange.recorded_at}"
     for key, value in sorted(exchange.extra.items()):
         yield f"extra {key}: {orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()}"
 
@@ -305,6 +307,8 @@ def _chunks_html(exchange: Exchange) -> str:
 def _exchange_html(index: int, exchange: Exchange) -> str:
     status = status_text(exchange)
     marks = [*([f"id={exchange.id}"] if exchange.id is not None else []), *exchange_marks(exchange)]
+    if exchange.recorded_at is not None:
+        marks.append(f"recorded {exchange.recorded_at}")
     mark_text = f' <span class="marks">[{_e(", ".join(marks))}]</span>' if marks else ""
     parts = [
         '<details class="exchange">',
@@ -409,13 +413,15 @@ def _show(args: argparse.Namespace) -> int:
     sizes = [(human_size(len(ex.body)), human_size(len(ex.response_body))) for ex in exchanges]
     sent_width = max((len(sent) for sent, _ in sizes), default=0)
     received_width = max((len(received) for _, received in sizes), default=0)
+    dated = any(ex.recorded_at is not None for ex in exchanges)  # (else no column of "-")
     for index, (ex, (sent, received)) in enumerate(zip(exchanges, sizes, strict=True)):
         ident = f"{ex.id or '-':<{id_width}}  " if id_width else ""
+        day = f"{ex.recorded_at or '-'!s:<10}  " if dated else ""
         marks = exchange_marks(ex)
         mark_text = f"  [{', '.join(marks)}]" if marks else ""
         out(
             f"#{index + 1:<{index_width}}  {ident}{ex.method:<{method_width}}  "
-            f"{status_text(ex):>3}  {sent:>{sent_width}} -> {received:<{received_width}}  "
+            f"{status_text(ex):>3}  {day}{sent:>{sent_width}} -> {received:<{received_width}}  "
             f"{url_shown(ex.url)}{mark_text}"
         )
         if args.bodies:
@@ -446,6 +452,14 @@ def _totals(exchanges: Sequence[Exchange]) -> str:
     ):
         if count:
             parts.append(plural(count, word) if word == "error" else f"{count} {word}")
+    days = sorted({ex.recorded_at for ex in exchanges if ex.recorded_at is not None})
+    if days:
+        undated = sum(ex.recorded_at is None for ex in exchanges)
+        parts.append(
+            f"recorded {days[0]}"
+            + (f" to {days[-1]}" if len(days) > 1 else "")
+            + (f" ({undated} undated)" if undated else "")
+        )
     sent = sum(len(ex.body) for ex in exchanges)
     received = sum(len(ex.response_body) for ex in exchanges)
     if exchanges:
