@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 from ._format import Exchange, encode_exchange
 
-__all__ = ["AGE_UNITS", "Dating", "is_older", "parse_max_age", "today"]
+__all__ = ["AGE_UNITS", "Dating", "age_text", "is_older", "parse_max_age", "today"]
 
 #: The units `parse_max_age` reads, and how long each is.
 AGE_UNITS = {
@@ -54,6 +54,16 @@ def parse_max_age(text: str) -> datetime.timedelta:
             "w (weeks), such as 90d, 12w or 36h"
         )
     return int(match.group(1)) * unit
+
+
+def age_text(age: datetime.timedelta) -> str:
+    """`age` as `parse_max_age` reads it: in weeks, days or hours, whichever is whole."""
+    hours = int(age.total_seconds()) // 3600
+    if hours % (24 * 7) == 0:
+        return f"{hours // (24 * 7)}w"
+    if hours % 24 == 0:
+        return f"{hours // 24}d"
+    return f"{hours}h"
 
 
 def is_older(

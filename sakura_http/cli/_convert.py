@@ -28,6 +28,7 @@ The end of the module is the `convert` subcommand itself (its parser and handler
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import sys
 import tempfile
@@ -367,6 +368,12 @@ def convert_file(source: Path, target: Path, *, overwrite: bool = False) -> Conv
         raise VcrImportError(f"{name}: interaction {exc.number}: {exc}") from None
     for item, written in zip(foreign.exchanges, result.exchanges, strict=True):
         _note(result, item, written)
+    # Converting is not recording: an exchange is dated by its source's recorded_at, else left
+    # undated (its age is unknown), never dated today.
+    result.exchanges = [
+        dataclasses.replace(written, recorded_at=item.recorded_at)
+        for item, written in zip(foreign.exchanges, result.exchanges, strict=True)
+    ]
     if not overwrite and target.exists():
         raise FileExistsError(target)
     recording = AtomicRecording(target, {})

@@ -11,8 +11,9 @@ For a paired exchange every recorded part is compared: method, URL, each request
 those the caller ignores, such as `date`), the request body, status, each response header, the
 response body, the recorded error, chunk boundaries, the truncated mark and unknown extra
 fields.  Text bodies get a unified diff (JSON pretty-printed with sorted keys, server-sent
-events one field per line); binary bodies their sizes and SHA-256.  `timings_ms` is not
-compared: arrival times differ on every recording and say nothing about the content.  The
+events one field per line); binary bodies their sizes and SHA-256.  `timings_ms` and
+`recorded_at` are not compared: arrival times and the day of recording differ from one
+recording to the next and say nothing about the content.  The
 comparison does no I/O; the end of the module is the `diff` subcommand itself (its parser and
 handler, `add_diff_command`): it reads the cassettes, from disk or from git (`_git.py`), pairs
 the cassettes of two folders or revisions by their path, and prints the result.

@@ -26,6 +26,8 @@ that would expand the file far beyond its size (a YAML "billion laughs").  PyYAM
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import functools
 import importlib
 import json
@@ -65,7 +67,8 @@ class SourceExchange:
     """One interaction as the source file describes it.
 
     `number` is its 1-based position in the file; header names are lower-cased, values kept as
-    text; `response_body` is the body as stored (it may still be content-encoded).
+    text; `response_body` is the body as stored (it may still be content-encoded);
+    `recorded_at` the UTC day of the interaction's ``recorded_at`` (None: it has none).
     """
 
     number: int
@@ -76,6 +79,7 @@ class SourceExchange:
     status: int
     response_headers: Headers
     response_body: bytes
+    recorded_at: datetime.date | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -635,7 +639,49 @@ def _source(number: int, interaction: Any, kind: str) -> SourceExchange:
         if "url" in response:
             headers = _with_aiohttp_defaults(headers)
     return SourceExchange(
-        number, method.upper(), str(uri), headers, body, status, response_headers, response_body
+        number,
+        method.upper(),
+        str(uri),
+        headers,
+        body,
+        status,
+        response_headers,
+        response_body,
+        _recorded_day(interaction),
+    )
+
+
+#: An RFC 3339 timestamp (or a bare date), as cassetter writes `recorded_at`.
+_TIMESTAMP = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})"
+    r"(?:[Tt ]([0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.([0-9]+))?([Zz]|[+-][0-9]{2}:[0-9]{2})?)?\Z"
+)
+
+
+def _recorded_day(interaction: Mapping[str, Any]) -> datetime.date | None:
+    """The UTC day of an interaction's ``recorded_at`` (None when it has none)."""
+    if "recorded_at" not in interaction:
+        return None
+    value = interaction["recorded_at"]
+    if isinstance(value, str) and (match := _TIMESTAMP.match(value.strip())):
+        day, time, fraction, offset = match.groups()
+        if time is None:
+            text = day
+        else:  # (Python 3.10's fromisoformat needs 6 digits of fraction and no "Z")
+            micro = (fraction or "")[:6].ljust(6, "0")
+            zone = "+00:00" if offset in (None, "Z", "z") else offset
+            text = f"{day}T{time}.{micro}{zone}"
+        with contextlib.suppress(ValueError):
+            value = datetime.datetime.fromisoformat(text)
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc)
+        return value.date()
+    if isinstance(value, datetime.date):
+        return value
+    raise _Bad(
+        "'recorded_at' must be a date or an RFC 3339 timestamp (such as "
+        f"2026-01-01T00:00:00Z), not {shown_value(value)}; fix it or delete the key"
     )
 
 

@@ -12,6 +12,10 @@ Errors are problems that break replay or put a credential on disk:
 * a `set-cookie` or `set-cookie2` response header whose value is not exactly `<redacted>`;
 * a body over 16 MiB (`DEFAULT_MAX_BODY_BYTES`).
 
+With `--max-age` (`max_age=`), exchanges recorded on a UTC day wholly before that long ago
+(`_age.is_older`) are one warning per file (`age`), and exchanges without `recorded_at` (from
+before the field: their age is unknown) another (`age-unknown`); both come after the others.
+
 Warnings are values that look like credentials anywhere in a URL, a header or a body: bearer
 and basic credentials, JWTs, common provider key shapes (`SECRET_SHAPES`), private-key
 blocks, credential-named query parameters (`key=`, `api_key=`, `token=`, `sig=`, ..., and the
@@ -33,16 +37,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 import orjson
 
+from .._age import age_text, is_older, parse_max_age
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._format import Exchange, Headers, decode_exchange, decode_header, iter_lines
@@ -625,7 +631,13 @@ def not_a_cassette(data: bytes, name: str) -> str | None:
     )
 
 
-def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
+def lint_bytes(
+    data: bytes,
+    path: str | os.PathLike[str],
+    *,
+    max_age: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
+) -> list[Finding]:
     """Every finding for the cassette `data` read from `path`, in line order.
 
     Empty data is a valid empty cassette (no findings).  A bad header line is reported and ends
@@ -634,15 +646,89 @@ def lint_bytes(data: bytes, path: str | os.PathLike[str]) -> list[Finding]:
     (`secret` and `scrub` warnings) are one finding, at the line of the first, with their
     count and lines: a cassette of a thousand exchanges each holding an e-mail address at
     ``user.email`` gets one warning, not a thousand.
+
+    With `max_age`, the exchanges recorded more than that long before `now` (default: the
+    current time) are one `age` warning, and those without a `recorded_at` one `age-unknown`
+    warning, after the other findings.
     """
     name = os.fspath(path)
     findings: list[Finding | tuple[str, ...]] = []  # a tuple: the place of a group's finding
     groups: dict[tuple[str, ...], _Group] = {}
+    ages = None
+    if max_age is not None:
+        ages = _Ages(max_age, now or datetime.datetime.now(datetime.timezone.utc))
     with contextlib.suppress(_Done):
-        _lint_lines(data, name, findings, groups)
+        _lint_lines(data, name, findings, groups, ages)
     return [
         found if isinstance(found, Finding) else groups[found].finding(name) for found in findings
-    ]
+    ] + (ages.findings(name) if ages is not None else [])
+
+
+@dataclass(slots=True)
+class _Ages:
+    """The exchanges of one file older than `max_age` at `now`, and those without a day."""
+
+    max_age: datetime.timedelta
+    now: datetime.datetime
+    old: list[int] = field(default_factory=list)
+    oldest: datetime.date | None = None
+    undated: list[int] = field(default_factory=list)
+
+    def add(self, exchange: Exchange, line: int) -> None:
+        day = exchange.recorded_at
+        if day is None:
+            self.undated.append(line)
+        elif is_older(day, self.max_age, self.now):
+            self.old.append(line)
+            self.oldest = day if self.oldest is None else min(self.oldest, day)
+
+    def findings(self, path: str) -> list[Finding]:
+        found = []
+        if self.old:
+            limit = (self.now.astimezone(datetime.timezone.utc) - self.max_age).date()
+            count = len(self.old)
+            what = "1 exchange was" if count == 1 else f"{count} exchanges were"
+            found.append(
+                Finding(
+                    path,
+                    self.old[0],
+                    "warning",
+                    "age",
+                    f"{what} recorded more than {age_text(self.max_age)} ago (before {limit}), "
+                    f"the oldest on {self.oldest}, {_on_lines(self.old)}: the API may have "
+                    f"changed since. Check it with `sakura-http verify {path} --record-host "
+                    "HOST`, or re-record it (`pytest --record-all`)",
+                    "recorded_at",
+                    None,
+                    count,
+                    tuple(self.old),
+                )
+            )
+        if self.undated:
+            count = len(self.undated)
+            what = "1 exchange has" if count == 1 else f"{count} exchanges have"
+            found.append(
+                Finding(
+                    path,
+                    self.undated[0],
+                    "warning",
+                    "age-unknown",
+                    f"{what} no recorded_at (recorded before sakura-http dated exchanges), so "
+                    f"{'its' if count == 1 else 'their'} age is unknown, "
+                    f"{_on_lines(self.undated)}: re-record the cassette (`pytest --record-all`) "
+                    f"to date {'it' if count == 1 else 'them'}",
+                    "recorded_at",
+                    None,
+                    count,
+                    tuple(self.undated),
+                )
+            )
+        return found
+
+
+def _on_lines(lines: list[int]) -> str:
+    shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+    return f"on {'line' if len(lines) == 1 else 'lines'} {shown}"
 
 
 @dataclass(slots=True)
@@ -671,6 +757,7 @@ def _lint_lines(
     name: str,
     findings: list[Finding | tuple[str, ...]],
     groups: dict[tuple[str, ...], _Group],
+    ages: _Ages | None = None,
 ) -> None:
     first_line_of_id: dict[str, int] = {}
     header_seen = False
@@ -697,6 +784,8 @@ def _lint_lines(
             except CassetteFormatError as exc:
                 findings.append(_format_finding(exc, "format"))
                 continue
+            if ages is not None:
+                ages.add(exchange, number)
             errors, hits = _check_exchange(exchange, name, number)
             findings.extend(errors)
             for hit in hits:
@@ -726,13 +815,18 @@ def _lint_lines(
             findings.append(_foreign_finding(name, kind))
 
 
-def lint_file(path: str | os.PathLike[str]) -> list[Finding]:
-    """Read and lint one cassette file.
+def lint_file(
+    path: str | os.PathLike[str],
+    *,
+    max_age: datetime.timedelta | None = None,
+    now: datetime.datetime | None = None,
+) -> list[Finding]:
+    """Read and lint one cassette file (`max_age`, `now`: as for `lint_bytes`).
 
     A missing or unreadable file raises `OSError` (a directory raises `IsADirectoryError`):
     unlike loading for replay, a file named for linting must exist.
     """
-    return lint_bytes(Path(path).read_bytes(), path)
+    return lint_bytes(Path(path).read_bytes(), path, max_age=max_age, now=now)
 
 
 # --- the command -----------------------------------------------------------------------------
@@ -743,7 +837,7 @@ def _lint(args: argparse.Namespace) -> int:
     unreadable: list[dict[str, str]] = []
     for name in args.cassettes:
         try:
-            findings.extend(lint_file(name))
+            findings.extend(lint_file(name, max_age=args.max_age))
         except OSError as exc:
             reason = "no such file" if isinstance(exc, FileNotFoundError) else exc.strerror
             unreadable.append({"path": name, "reason": f"cannot read it ({reason or exc})"})
@@ -784,3 +878,17 @@ def add_lint_command(command: AddCommand) -> None:
     lint.add_argument("cassettes", metavar="CASSETTE", nargs="+")
     lint.add_argument("--strict", action="store_true", help="fail on warnings too")
     lint.add_argument("--json", action="store_true", help="print the findings as JSON")
+    lint.add_argument(
+        "--max-age",
+        type=_max_age,
+        metavar="AGE",
+        help="warn on exchanges recorded longer ago than AGE: a whole number and a unit, h "
+        "(hours), d (days) or w (weeks), such as 90d; also on exchanges without a date",
+    )
+
+
+def _max_age(text: str) -> datetime.timedelta:
+    try:
+        return parse_max_age(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
