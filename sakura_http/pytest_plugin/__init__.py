@@ -42,6 +42,7 @@ from ._paths import fixtures_folder, resolve_cassette_path
 from ._proxy_fixture import sakura_proxy as sakura_proxy  # the sakura_proxy fixture
 from ._state import CALL_EXCINFO, GUARD, STATE, State, plugin_state
 from ._summary import find_dead_exchanges, gather_from_worker, send_to_controller, summarize
+from ._verify import LiveRun
 
 __all__ = [
     "PROXY_OPTIONS",
@@ -113,6 +114,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "recorded exchanges no test played from the cassettes the run used (with --record: "
         "record what is missing, then prune).",
     )
+    group.addoption(
+        "--verify",
+        action="store_true",
+        dest="sakura_verify",
+        help="sakura-http: run the suite against the live APIs (only hosts listed in "
+        "sakura_record_hosts) into temporary cassettes, and list in the summary the cassettes "
+        "whose live answers drifted in shape; the cassettes are not changed.",
+    )
+    group.addoption(
+        "--verify-strict",
+        action="store_true",
+        dest="sakura_verify_strict",
+        help="sakura-http: --verify, and fail each test whose live answers drifted.",
+    )
     parser.addini(
         "sakura_record_hosts",
         'sakura-http: "host" or "host:port" entries a recording may reach (one per line).',
@@ -159,6 +174,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if record and record_all:
         raise pytest.UsageError("use either --record or --record-all, not both")
     prune = bool(config.getoption("sakura_prune"))
+    strict = bool(config.getoption("sakura_verify_strict"))
+    verify = strict or bool(config.getoption("sakura_verify"))
+    if verify and (record or record_all or prune):
+        given = "--record" if record else "--record-all" if record_all else "--prune"
+        raise pytest.UsageError(
+            f"--verify compares the live APIs with the cassettes and writes none of them; "
+            f"{given} writes them: use one or the other (re-record the drifted ones afterwards)"
+        )
     if prune and record_all:
         raise pytest.UsageError(
             "--prune drops exchanges no test played; --record-all already rewrites each "
@@ -171,10 +194,19 @@ def pytest_configure(config: pytest.Config) -> None:
         effective = resolve_mode(requested, os.environ)
     except CassetteError as exc:  # SAKURA_HTTP_STRICT=1, or a bad SAKURA_HTTP_RECORD
         raise pytest.UsageError(f"sakura-http: {exc}") from None
+    if verify:
+        if effective is not RecordMode.NONE:
+            raise pytest.UsageError(
+                f"sakura-http: --verify writes no cassette, and {ENV_RECORD}="
+                f"{effective.value} asks to record into them: unset {ENV_RECORD}"
+            )
+        # Every request goes live, into the run's temporary cassettes (see _verify).
+        requested = effective = RecordMode.NEW_EPISODES
 
     hosts = tuple(h.strip() for h in config.getini("sakura_record_hosts") if h.strip())
     if effective is not RecordMode.NONE and not hosts:
-        pytest.exit(_no_hosts_message(requested, effective), returncode=EXIT_NO_RECORD_HOSTS)
+        why = "pytest --verify-strict" if strict else "pytest --verify" if verify else None
+        pytest.exit(_no_hosts_message(requested, effective, why), returncode=EXIT_NO_RECORD_HOSTS)
     if effective is RecordMode.ALL and _distributed(config):
         raise pytest.UsageError(
             "sakura-http: re-recording whole cassettes (mode 'all') from several pytest-xdist "
@@ -202,6 +234,7 @@ def pytest_configure(config: pytest.Config) -> None:
         rootpath=config.rootpath,
         prune=prune,
         header_rules=_header_rules(config),
+        live_run=LiveRun(strict=strict) if verify else None,
     )
     if not hasattr(config, "workerinput"):
         partial = _partial_run(config)
@@ -217,10 +250,11 @@ def _header_rules(config: pytest.Config) -> Rules:
         raise pytest.UsageError(f"sakura-http: the ini option sakura_{exc}") from None
 
 
-def _no_hosts_message(requested: RecordMode, effective: RecordMode) -> str:
-    if requested is effective:
+def _no_hosts_message(requested: RecordMode, effective: RecordMode, why: str | None) -> str:
+    """`why` names what asked for the network (None: the recording mode did)."""
+    if why is None and requested is effective:
         why = "pytest --record-all" if effective is RecordMode.ALL else "pytest --record"
-    else:
+    elif why is None:
         why = f"{ENV_RECORD}={effective.value}"
     return (
         f"sakura-http: {why} records from the network, so it needs the hosts a recording may "
@@ -393,6 +427,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if STATE not in config.stash:
         return
     state = plugin_state(config)
+    if state.live_run is not None:
+        state.live_run.close()  # the temporary cassettes; what they showed is kept
     if hasattr(config, "workeroutput"):
         send_to_controller(config.workeroutput, state)
         return

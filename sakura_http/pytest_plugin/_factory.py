@@ -130,6 +130,8 @@ class CassetteFactory:
                 )
         state = self._state
         path = resolve_cassette_path(self.folder, name)
+        if state.live_run is not None:  # --verify: a temporary cassette, never the real one
+            path = state.live_run.live_path(path)
         # The session resolved SAKURA_HTTP_RECORD (and SAKURA_HTTP_STRICT) once; the transport
         # gets that mode and an empty environment, so a cassette shared by several tests is
         # re-recorded once per run under SAKURA_HTTP_RECORD=all too, not once per test.
@@ -200,8 +202,16 @@ class CassetteFactory:
             rerecorded = transport.mode is RecordMode.ALL
             if rerecorded and call_passed:
                 self._state.rerecorded_paths.add(os.path.realpath(transport.path))
+        live_run = self._state.live_run
+        drifted: dict[str, list[str]] = {}
         for key, hold in self._holds.items():
-            self._state.ledger.observe(key, hold.session.played())
+            if live_run is None:
+                self._state.ledger.observe(key, hold.session.played())
+            else:  # --verify: compare what the test played live with the real cassette
+                report = live_run.check(key, hold.session.played(), hold.matcher)
+                real = live_run.real_path(key)
+                if report and real is not None:
+                    drifted[real] = report
             try:
                 hold.close(failed=not call_passed)
             except Exception as exc:
@@ -209,7 +219,7 @@ class CassetteFactory:
         for opened in self._opened:
             transport = opened.transport
             rerecorded = transport.mode is RecordMode.ALL
-            if transport.appended:
+            if transport.appended and live_run is None:  # (--verify writes no cassette)
                 self._state.note(
                     display(transport.path, self._state.rootpath),
                     display(self.folder, self._state.rootpath),
@@ -228,6 +238,9 @@ class CassetteFactory:
         ]
         if caught and not expects_errors(node):
             problems.append(caught_message(caught, "sakura-http error"))
+        if drifted and live_run is not None and live_run.strict:
+            root = self._state.rootpath
+            problems.append(live_run.strict_failure(drifted, lambda real: display(real, root)))
         for opened in self._opened:
             if not (opened.assert_all_played and call_passed):
                 continue

@@ -14,6 +14,7 @@ from .._rules import Rules
 from ._advice import PytestAdvice
 from ._guard import NetworkGuard
 from ._prune import PlayLedger
+from ._verify import LiveRun
 
 __all__ = [
     "CALL_EXCINFO",
@@ -66,6 +67,8 @@ class State:
     ledger: PlayLedger = field(default_factory=PlayLedger)
     #: What the end of the run found: cassette -> (exchanges no test played, how many pruned).
     dead: dict[str, tuple[list[Exchange], int]] = field(default_factory=dict)
+    #: --verify: the run goes live into temporary cassettes, compared with the real ones.
+    live_run: LiveRun | None = None
 
     @property
     def recording(self) -> bool:

@@ -23,6 +23,8 @@ def send_to_controller(workeroutput: dict[str, Any], state: State) -> None:
         for path, entry in state.written.items()
     ]
     workeroutput[_LEDGER_KEY] = state.ledger.to_wire()
+    if state.live_run is not None:
+        state.live_run.send(workeroutput)
 
 
 def gather_from_worker(state: State, output: dict[str, Any]) -> None:
@@ -30,6 +32,8 @@ def gather_from_worker(state: State, output: dict[str, Any]) -> None:
     for path, folder, appended, rerecorded, discarded in output.get(_WORKER_OUTPUT_KEY, ()):
         state.note(str(path), str(folder), int(appended), bool(rerecorded), bool(discarded))
     state.ledger.merge(output.get(_LEDGER_KEY, {}))
+    if state.live_run is not None:
+        state.live_run.merge(output)
 
 
 def find_dead_exchanges(state: State) -> None:
@@ -48,6 +52,10 @@ def summarize(terminalreporter: Any, state: State) -> None:
     """The plugin's part of the terminal summary."""
     _summarize_written(terminalreporter, state)
     _summarize_dead(terminalreporter, state)
+    if state.live_run is not None:  # --verify
+        failed = [report.nodeid for report in terminalreporter.stats.get("failed", ())]
+        root = state.rootpath
+        state.live_run.summarize(terminalreporter, lambda real: display(real, root), failed)
 
 
 def _summarize_written(terminalreporter: Any, state: State) -> None:
