@@ -442,7 +442,8 @@ class AtomicRecording:
     Creating it claims the cassette: until `replace_cassette()` or `discard()`, the sibling
     `<name>.recording` file stays locked, and an append from another process or a second
     re-recording is refused with `RerecordingInProgress` naming this process and when it
-    began (the file's last line says both).  The old cassette is untouched until `replace_cassette()`.
+    began (the file's last line says both).  The old cassette is untouched until
+    `replace_cassette()`.
     Missing parent folders are made now, and taken back if nothing is committed.  Dropped
     unclosed (or its process killed), it leaves `<name>.recording` unlocked: a stray, removed
     by the next open of the cassette (`remove_stray_recording`).

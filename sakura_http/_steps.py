@@ -20,11 +20,13 @@ was delivered, marked truncated.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._exceptions import hidden_in_tracebacks
 from ._exchange import Exchange, Headers, RequestData
-from ._session import CassetteUser, Plan
+
+if TYPE_CHECKING:  # (the session imports the streams, which import the steps)
+    from ._session import CassetteUser, Plan
 
 __all__ = [
     "ENDED",
