@@ -42,7 +42,7 @@ class Window:
     name: str
     calls: Counter[str] = field(default_factory=Counter)  # module -> calls of its functions
     entered: Counter[str] = field(default_factory=Counter)  # module -> calls from another one
-    #: module -> calls of its functions with no `_pipeline` frame on the stack
+    #: function (module:qualified name) -> its calls with no `_pipeline` frame on the stack
     beside_pipeline: Counter[str] = field(default_factory=Counter)
 
     def figures(self) -> dict[str, Any]:
@@ -102,7 +102,7 @@ class Tracer:
             if switch:
                 window.entered[module] += 1
             if beside:
-                window.beside_pipeline[module] += 1
+                window.beside_pipeline[f"{module}:{frame.f_code.co_qualname}"] += 1
 
 
 def trace() -> list[dict[str, Any]]:
@@ -151,8 +151,10 @@ def main() -> None:
         )
         print("  calls:   " + ", ".join(f"{m} {n}" for m, n in window["calls_by_module"].items()))
         print("  entered: " + ", ".join(f"{m} {n}" for m, n in window["entered"].items()))
-        beside = window["beside_pipeline"].items()
-        print("  beside the pipeline: " + ", ".join(f"{m} {n}" for m, n in beside))
+        beside: Counter[str] = Counter()
+        for name, count in window["beside_pipeline"].items():
+            beside[name.partition(":")[0]] += count
+        print("  beside the pipeline: " + ", ".join(f"{m} {n}" for m, n in beside.most_common()))
 
 
 if __name__ == "__main__":
