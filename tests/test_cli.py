@@ -310,14 +310,14 @@ def test_proxy_rules_naming_a_module_whose_own_import_fails_says_so(
 ) -> None:
     """--rules MODULE:NAME where MODULE is found but imports something missing: the advice
     names the missing dependency, not the import path (which is right)."""
-    from sakura_http.cli._proxy import _load_rules
+    from sakura_http.cli._proxy import load_rules
     from sakura_http.cli._usage import UsageError
 
     (tmp_path / "rules_needing_a_dep.py").write_text("import no_such_dep_of_rules\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     with pytest.raises(UsageError) as raised:
-        _load_rules("rules_needing_a_dep:RULES")
+        load_rules("rules_needing_a_dep:RULES")
     message = str(raised.value)
     assert "no_such_dep_of_rules" in message
     assert "run the proxy from the folder" not in message

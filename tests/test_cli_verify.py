@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler
@@ -18,7 +19,7 @@ from sakura_http import RecordingTransport
 from sakura_http._cassette import load_cassette
 from tests.cli_support import Run, assert_one_line_error, run, write_cassette
 from tests.llm_server import FakeProvider, start_fake_provider
-from tests.servers import _QuietServer, _serving
+from tests.servers import _QuietServer, _serving, start_echo_server
 
 MESSAGE = {
     "id": "msg_01",
@@ -441,3 +442,153 @@ def test_the_fake_provider_gained_a_key_since_the_recording(
         "      key added: response.body.usage",
         '      response.body.stop_reason: "stop" -> "end_turn"',
     ]
+
+
+# --- --update: re-recording the drifted cassettes ------------------------------------------------
+
+
+def test_update_re_records_a_drifted_cassette_and_leaves_a_clean_one_untouched(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    drifting = record(tmp_path / "drifting.jsonl", api.url, ("POST", "/v1/messages"))
+    clean = record(tmp_path / "clean.jsonl", api.url, ("GET", "/v1/stream"))
+    clean_before = clean.read_bytes()
+    changed = {**MESSAGE, "stop_reason": "refusal", "usage": {"input_tokens": 1}}
+    api.routes["/v1/messages"] = (200, "application/json", orjson.dumps(changed))
+    result = verify(capsys, api, drifting, clean, "--update")
+    assert result.code == 1, result  # it drifted: the change is for a person to review
+    assert result.out.splitlines()[1:6] == [
+        f"  #1 POST {api.url}/v1/messages (200 -> 200): drifted",
+        '      response.body.stop_reason: "end_turn" -> "refusal"',
+        "      key removed: response.body.usage.output_tokens",
+        "  updated: re-recorded 1 exchange (replaced the old file)",
+        f"{clean}",
+    ]
+    assert clean.read_bytes() == clean_before  # not drifted: not rewritten, byte for byte
+    (exchange,) = load_cassette(drifting).exchanges
+    assert orjson.loads(exchange.response_body)["stop_reason"] == "refusal"
+    assert exchange.url == f"{api.url}/v1/messages"
+    assert exchange.body == b'{"model":"m"}'
+    assert not list(tmp_path.glob("*.recording"))
+    again = verify(capsys, api, drifting, clean)
+    assert again.code == 0, again
+
+
+def test_update_never_writes_the_credentials_given_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The echo server answers with the request's headers: the token given with --header and
+    --header-for reaches the server, and neither the cassette's request nor its echo in the
+    response body or headers holds it."""
+    with start_echo_server() as server:
+        cassette = tmp_path / "echo.jsonl"
+        transport = RecordingTransport(
+            cassette,
+            outer=httpx.HTTPTransport(),
+            mode="new_episodes",
+            secret_headers=["authorization"],
+        )
+        with httpx.Client(transport=transport) as client:
+            client.get(f"{server.url}/me", headers={"authorization": "Bearer sk-recorded-0001"})
+        (recorded,) = load_cassette(cassette).exchanges
+        older = orjson.loads(recorded.response_body)
+        del older["count"]  # as an older API answered: the live answer drifted
+        write_cassette(cassette, [replace(recorded, response_body=orjson.dumps(older))])
+        monkeypatch.setenv("VERIFY_TEST_TOKEN", "sk-live-token-0002")
+        host = server.url.removeprefix("http://")
+        result = run(
+            capsys,
+            "verify",
+            cassette,
+            "--record-host",
+            host,
+            "--update",
+            "--header",
+            "authorization: Bearer $VERIFY_TEST_TOKEN",
+            "--header-for",
+            host,
+            "x-api-key: $VERIFY_TEST_TOKEN",
+        )
+    assert result.code == 1, result
+    assert "  updated: re-recorded 1 exchange (replaced the old file)" in result.out
+    echoed = orjson.loads(load_cassette(cassette).exchanges[0].response_body)
+    assert echoed["headers"]["authorization"] == "<redacted>"  # it was sent
+    assert echoed["headers"]["x-api-key"] == "<redacted>"
+    written = cassette.read_bytes()
+    assert b"sk-live-token" not in written and b"sk-recorded" not in written
+    assert "sk-live-token" not in result.out + result.err
+
+
+def test_update_writes_through_the_rules_and_the_secret_headers_given(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cassette = record(tmp_path / "c.jsonl", api.url, ("POST", "/v1/messages"))
+    (recorded,) = load_cassette(cassette).exchanges
+    headers = (*recorded.headers, ("x-tenant", "t-0001"))
+    write_cassette(cassette, [replace(recorded, headers=headers)])
+    (tmp_path / "verify_rules.py").write_text(
+        'from sakura_http import Rules, Scrub\nRULES = Rules(scrub=[Scrub.json("id")])\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    api.routes["/v1/messages"] = (200, "application/json", orjson.dumps({**MESSAGE, "model": "m"}))
+    result = verify(
+        capsys,
+        api,
+        cassette,
+        "--update",
+        "--rules",
+        "verify_rules:RULES",
+        "--secret-header",
+        "x-tenant",
+    )
+    assert result.code == 1, result
+    assert api.seen[-1]["x-tenant"] == "t-0001", result  # sent as recorded
+    (exchange,) = load_cassette(cassette).exchanges
+    assert orjson.loads(exchange.response_body)["id"] == "<scrubbed>", result
+    assert "x-tenant" not in dict(exchange.headers)
+    bad = verify(capsys, api, cassette, "--update", "--rules", "no_such_module_here:RULES")
+    assert_one_line_error(bad)
+    assert bad.err.startswith("sakura-http verify: error: --rules no_such_module_here:RULES")
+
+
+def test_update_keeps_the_old_file_when_an_exchange_could_not_be_re_recorded(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Atomic: the first exchange drifted and was re-recorded, the second failed (its origin is
+    gone); replacing the cassette would lose it, so the old file stays, byte for byte."""
+    cassette = record(tmp_path / "c.jsonl", api.url, ("POST", "/v1/messages"))
+    (recorded,) = load_cassette(cassette).exchanges
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    gone = replace(recorded, url=f"http://127.0.0.1:{port}/v1/messages")
+    elsewhere = replace(recorded, url="https://api.example.test/v1/messages")
+    write_cassette(cassette, [recorded, gone, elsewhere])
+    before = cassette.read_bytes()
+    api.routes["/v1/messages"] = (400, "application/json", b'{"type":"error"}')
+    result = verify(capsys, api, cassette, "--update", "--record-host", f"127.0.0.1:{port}")
+    assert result.code == 1, result
+    assert result.out.splitlines()[-2] == (
+        "  not updated: #2, #3 could not be re-recorded (skipped or failed), and replacing the "
+        "cassette would lose them; re-record it from its tests (pytest --record-all) (the old "
+        "file was kept)"
+    )
+    assert cassette.read_bytes() == before
+    assert not list(tmp_path.glob("*.recording"))
+    report = json.loads(verify(capsys, api, cassette, "--update", "--json").out)
+    assert report["cassettes"][0]["updated"] is False
+    assert report["cassettes"][0]["not_updated_reason"].startswith("#2, #3 could not be")
+
+
+def test_update_is_refused_under_sakura_http_strict(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cassette = record(tmp_path / "c.jsonl", api.url, ("POST", "/v1/messages"))
+    seen = len(api.seen)
+    monkeypatch.setenv("SAKURA_HTTP_STRICT", "1")
+    result = verify(capsys, api, cassette, "--update")
+    assert_one_line_error(result)
+    assert "SAKURA_HTTP_STRICT=1 forbids recording" in result.err
+    assert len(api.seen) == seen
+    assert verify(capsys, api, cassette).code == 0  # verifying alone writes nothing: allowed

@@ -19,7 +19,7 @@ from typing import Any
 from .._rules import Rules, Scrub
 from ._usage import UsageError
 
-__all__ = ["add_proxy_commands"]
+__all__ = ["add_proxy_commands", "load_rules"]
 
 _MODES = ("none", "new_episodes", "all")
 # NAME=URL: a name (no ':' or '/', so never a URL's scheme or path) before the first '='.
@@ -51,9 +51,10 @@ def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
-def _load_rules(spec: str) -> Rules:
-    """The `Rules` object `spec` ("MODULE:NAME") names.  The current directory comes first on
-    the import path, as it does for ``python -m``, so a project's own module is found."""
+def load_rules(spec: str) -> Rules:
+    """The `Rules` object `spec` ("MODULE:NAME") names, for every command's ``--rules`` (proxy,
+    verify --update).  The current directory comes first on the import path, as it does for
+    ``python -m``, so a project's own module is found; `UsageError` says what is wrong."""
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
         raise UsageError(
@@ -68,9 +69,9 @@ def _load_rules(spec: str) -> Rules:
         missing = exc.name or module_name
         if module_name != missing and not module_name.startswith(f"{missing}."):
             # The module was found: what it imports is missing, not the module itself.
-            advice = f"install {missing} where the proxy runs"
+            advice = f"install {missing} where sakura-http runs"
         else:
-            advice = "run the proxy from the folder the module is found from, or set PYTHONPATH"
+            advice = "run sakura-http from the folder the module is found from, or set PYTHONPATH"
         raise UsageError(f"--rules {spec}: cannot import {module_name} ({exc}); {advice}") from None
     try:
         value = getattr(module, name)
@@ -99,7 +100,7 @@ def _rules(args: argparse.Namespace) -> Rules:
     if args.llm:
         rules = Rules.llm(rules)
     if args.rules is not None:
-        rules = _load_rules(args.rules) | rules
+        rules = load_rules(args.rules) | rules
     return rules
 
 

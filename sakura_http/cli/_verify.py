@@ -2,9 +2,16 @@
 
 Each recorded request is sent again, in recorded order, with httpx directly (nothing is
 recorded, the cassette is never written), to the hosts the user names and no other; the live
-response's shape is compared with the recorded one by the engine (`_drift.compare_responses`).
+response's shape is compared with the recorded one by the engine (`_drift.check_exchange`).
 Credentials come from the command line (`--header`, `--header-for`, which may name environment
 variables), never from the cassette.
+
+With `--update`, the requests go through a `RecordingTransport` re-recording the cassette (mode
+"all"), so what is written passes the same safety rules as any recording: the credentials given
+with `--header` and `--header-for` are secret headers (never written, their echoes redacted),
+with those `--secret-header` names, and `--rules MODULE:NAME` scrubs.  The re-recording replaces
+the cassette atomically only when the cassette drifted and every one of its exchanges was
+re-recorded; otherwise it is dropped and the file is left as it was.
 
 This module imports the engine and `cli._show` only, not the CLI package itself: it registers
 its subcommand through the `command(...)` helper `build_parser` hands it, and prints its own
@@ -26,13 +33,17 @@ import httpx
 import orjson
 
 from .._cassette import load_cassette
+from .._core import ENV_STRICT, RecordMode, is_strict
 from .._drift import OUTCOME_WORDS, Checked, check_exchange
-from .._exceptions import CassetteFormatError
+from .._exceptions import CassetteError, CassetteFormatError
 from .._format import Exchange, Headers
 from .._hosts import HostList
 from .._matching import HOP_BY_HOP_HEADERS
 from .._placeholders import is_placeholder
 from .._policy import REDACTED, names_a_secret
+from .._rules import Rules
+from .._transport import RecordingTransport
+from ._proxy import load_rules
 from ._show import url_shown
 from ._usage import cassettes_below
 
@@ -64,6 +75,10 @@ class _Verified:
     path: Path
     results: list[Checked]
     needed: list[str]  # credential headers the requests need that no option gave
+    #: --update: None when the cassette did not drift (nothing to update), else whether it was
+    #: re-recorded, and why not.
+    updated: bool | None = None
+    not_updated: str | None = None
 
 
 # --- options ---------------------------------------------------------------------------------
@@ -173,7 +188,7 @@ def _verify_exchange(
     headers = _request_headers(recorded.headers, credentials, needed)
     try:
         response = client.request(recorded.method, url, headers=headers, content=recorded.body)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, CassetteError) as exc:  # CassetteError: --update's recording
         return Checked(index, recorded, "failed", reason=f"{type(exc).__name__}: {exc}")
     live = Exchange(
         method=recorded.method,
@@ -209,6 +224,14 @@ def _text(verified: list[_Verified]) -> str:
                 f"  needed, not given: {', '.join(cassette.needed)} (recorded without its value: "
                 "give it with --header or --header-for)"
             )
+        if cassette.updated:
+            count = len(cassette.results)
+            lines.append(
+                f"  updated: re-recorded {count} exchange{'s' if count != 1 else ''} (replaced "
+                "the old file)"
+            )
+        elif cassette.not_updated:
+            lines.append(f"  not updated: {cassette.not_updated} (the old file was kept)")
     lines.append(_summary_line(verified))
     return "\n".join(lines) + "\n"
 
@@ -249,6 +272,8 @@ def _json(verified: list[_Verified]) -> dict[str, Any]:
                     for result in cassette.results
                 ],
                 "needed_not_given": cassette.needed,
+                "updated": cassette.updated,
+                "not_updated_reason": cassette.not_updated,
             }
             for cassette in verified
         ],
@@ -276,9 +301,19 @@ def _verify(args: argparse.Namespace) -> int:
             for host, text in args.header_for
         ]
         cassettes = [(path, _load(path)) for path in _cassette_files(args.cassettes)]
+        if args.update and is_strict(environ):
+            raise _BadInput(
+                f"--update records, and {ENV_STRICT}=1 forbids recording: unset {ENV_STRICT} "
+                "to re-record the drifted cassettes"
+            )
+        # A UsageError of a bad --rules goes to main(), which prints it (exit 2).
+        rules = load_rules(args.rules) if args.rules is not None else Rules()
     except _BadInput as exc:
         sys.stderr.write(f"{_PROG}: error: {exc}\n")
         return _EXIT_USAGE
+    # Everything given on the command line is a credential: never written when re-recording.
+    secret = {*args.secret_headers, *(name for name, _ in every)}
+    secret.update(name for _, (name, _) in per_host)
 
     def given(host: tuple[str, int | None]) -> list[tuple[str, str]]:
         chosen = dict(every)
@@ -287,20 +322,66 @@ def _verify(args: argparse.Namespace) -> int:
 
     ignore = [name.lower() for name in args.ignore_header]
     verified: list[_Verified] = []
-    with httpx.Client(timeout=args.timeout, follow_redirects=False) as client:
-        for path, exchanges in cassettes:
+    for path, exchanges in cassettes:
+        recording = None
+        if args.update:
+            recording = RecordingTransport(
+                path,
+                outer=httpx.HTTPTransport(),
+                mode=RecordMode.ALL,
+                record_hosts=list(hosts.entries),
+                secret_headers=sorted(secret),
+                allow_headers=args.allow_headers,
+                rules=rules,
+                environ={},  # the mode is "all", whatever SAKURA_HTTP_RECORD says
+            )
+        client = _client(recording, args.timeout)
+        drops = True  # a re-recording is dropped unless it is complete and needed
+        try:
             needed: set[str] = set()
             results = [
                 _verify_exchange(client, index, exchange, hosts, given, ignore, needed)
                 for index, exchange in enumerate(exchanges)
             ]
-            verified.append(_Verified(path, results, sorted(needed)))
+            cassette = _Verified(path, results, sorted(needed))
+            if recording is not None and any(r.outcome == "drifted" for r in results):
+                cassette.not_updated = _incomplete(results)
+                drops = cassette.not_updated is not None
+                cassette.updated = not drops
+            verified.append(cassette)
+        finally:
+            if recording is not None:
+                recording.close(failed=drops)  # atomic: replaces the file, or keeps it
+            client.close()
     if args.json:
         sys.stdout.write(orjson.dumps(_json(verified), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         sys.stdout.write(_text(verified))
     counts = _counts(verified)
     return _EXIT_FOUND if counts["drifted"] or counts["failed"] else _EXIT_OK
+
+
+def _client(recording: RecordingTransport | None, timeout: float) -> httpx.Client:
+    """The client the requests are sent with: through `recording` under --update, else
+    straight to the network.  No default `accept` header: a recorded request without one is
+    sent without one, so a re-recording matches the requests of the code that made it."""
+    client = httpx.Client(transport=recording, timeout=timeout, follow_redirects=False)
+    del client.headers["accept"]
+    return client
+
+
+def _incomplete(results: list[Checked]) -> str | None:
+    """Why a drifted cassette cannot be replaced by its re-recording (None: it can): an exchange
+    that was skipped or failed would be missing from it."""
+    missing = [r for r in results if r.outcome in ("skipped", "failed")]
+    if not missing:
+        return None
+    shown = ", ".join(f"#{r.index + 1}" for r in missing[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    return (
+        f"{shown}{more} could not be re-recorded (skipped or failed), and replacing the "
+        "cassette would lose them; re-record it from its tests (pytest --record-all)"
+    )
 
 
 def add_verify_command(
@@ -317,7 +398,8 @@ def add_verify_command(
         "response header names (volatile ones left out), the content type, JSON keys and "
         "value types, enum-like values, SSE event names and their data. Credentials are "
         "given with --header or --header-for, never read from the cassette. The cassettes are "
-        "never written. A folder stands for every *.jsonl file below it.",
+        "not written, unless --update re-records the drifted ones. A folder stands for every "
+        "*.jsonl file below it.",
     )
     verify.add_argument("cassettes", metavar="CASSETTE", nargs="+")
     verify.add_argument(
@@ -359,3 +441,35 @@ def add_verify_command(
         help="how long to wait for each response (default 60)",
     )
     verify.add_argument("--json", action="store_true", help="print the report as one JSON document")
+    verify.add_argument(
+        "--update",
+        action="store_true",
+        help="re-record each cassette that drifted (mode all: the file is replaced atomically "
+        "once every exchange of it was re-recorded, else kept), with the safety rules of any "
+        "recording; the credentials given with --header and --header-for are never written",
+    )
+    verify.add_argument(
+        "--secret-header",
+        dest="secret_headers",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="--update: a request header sent but never written (repeatable), as the "
+        "cassette's secret_headers at recording",
+    )
+    verify.add_argument(
+        "--allow-header",
+        dest="allow_headers",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="--update: a header name that looks like a credential but is not, written as "
+        "recorded (repeatable), as the cassette's allow_headers",
+    )
+    verify.add_argument(
+        "--rules",
+        metavar="MODULE:NAME",
+        help="--update: the sakura_http.Rules the cassette was recorded with (its scrubs and "
+        "before_record hook), e.g. tests.cassette_rules:RULES; the current directory is on "
+        "the import path",
+    )
