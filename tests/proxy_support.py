@@ -42,6 +42,8 @@ class Upstream:
     release: threading.Event = field(default_factory=threading.Event)
     #: Set when the reader of a /forever stream closed the connection.
     reader_gone: threading.Event = field(default_factory=threading.Event)
+    #: The client address of every connection a request came on (a reused one counts once).
+    connections: set[tuple[str, int]] = field(default_factory=set)
 
     @property
     def port(self) -> int:
@@ -89,6 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(query).items()}
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.server.state.requests.append((self.command, self.path, headers))
+        self.server.state.connections.add(self.client_address)
         if path == "/sse":
             self._sse(int(params.get("n", "3")))
         elif path.startswith("/status/"):

@@ -348,6 +348,37 @@ def test_dozens_of_simultaneous_clients(tmp_path: Path, upstream: Upstream) -> N
     assert len(upstream.requests) == count
 
 
+def test_as_many_upstream_connections_as_requests_in_flight_and_each_kept_alive(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    # A proxy sends each client's request on at once, however many are in flight (httpx's
+    # default pool held the 101st back until one of 100 finished, and a stream being recorded
+    # may not finish for minutes), and keeps every connection for the next request (the
+    # default kept 20: with more clients than that, each round of requests opened new ones).
+    cassette = tmp_path / "wide.jsonl"
+    count = 101
+
+    def one(path: str) -> int:
+        with client(proxy.url) as http:
+            return http.get(path).status_code
+
+    with (
+        serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
+        ThreadPoolExecutor(max_workers=count) as pool,
+    ):
+        for turn in (1, 2):
+            upstream.release.clear()
+            answers = pool.map(one, [f"/wait?round={turn}&n={n}" for n in range(count)])
+            for _ in range(int(HANG_GUARD / 0.05)):  # a hang guard: all arrive at once
+                if len(upstream.requests) == turn * count:
+                    break
+                time.sleep(0.05)
+            assert len(upstream.requests) == turn * count, "requests held back by the proxy"
+            upstream.release.set()
+            assert list(answers) == [200] * count
+    assert len(upstream.connections) == count
+
+
 # --- errors answer 502 with their name ---------------------------------------------------------
 
 
