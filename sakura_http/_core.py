@@ -42,6 +42,7 @@ __all__ = [
     "Refusal",
     "actions",
     "decide",
+    "is_strict",
     "parse_mode",
     "resolve_mode",
 ]
@@ -173,6 +174,13 @@ def parse_mode(value: RecordMode | str, source: str) -> RecordMode:
         raise ConfigurationError(f"{source} is {value!r}; it must be one of {choices}") from None
 
 
+def is_strict(environ: Mapping[str, str]) -> bool:
+    """Whether `SAKURA_HTTP_STRICT` is set (1, true, yes or on): CI's replay-only mode, which
+    forbids recording and makes the pytest summary's cassettes older than `sakura_max_age` a
+    failure."""
+    return environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def resolve_mode(mode: RecordMode | str, environ: Mapping[str, str]) -> RecordMode:
     """The effective mode: `SAKURA_HTTP_RECORD` overrides `mode`; `SAKURA_HTTP_STRICT=1`
     forbids anything but "none" (CI sets it so a stray variable cannot re-record)."""
@@ -180,8 +188,7 @@ def resolve_mode(mode: RecordMode | str, environ: Mapping[str, str]) -> RecordMo
     override = environ.get(ENV_RECORD, "")
     if override:
         effective = parse_mode(override, f"the environment variable {ENV_RECORD}")
-    strict = environ.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes", "on")
-    if strict and effective is not RecordMode.NONE:
+    if is_strict(environ) and effective is not RecordMode.NONE:
         source = f"{ENV_RECORD}={override}" if override else f"mode={effective.value!r}"
         raise RecordingForbidden(
             f"{ENV_STRICT}=1 forbids recording, but {source} asks for mode "

@@ -5,7 +5,8 @@ Tests run offline against committed cassettes; ``pytest --record`` records what 
 ``SAKURA_HTTP_RECORD`` overrides both, as it does for every `RecordingTransport`.
 
 * ini keys: ``sakura_record_hosts``, ``sakura_fixtures``, ``sakura_block_network``,
-  ``sakura_secret_headers``, ``sakura_allow_headers``, ``sakura_ignore_headers``.
+  ``sakura_secret_headers``, ``sakura_allow_headers``, ``sakura_ignore_headers``,
+  ``sakura_max_age``.
 * fixtures: ``sakura_fixtures`` (the fixtures folder), ``sakura_recording`` (a
   `CassetteFactory`), ``sakura_transport`` (the transport for the ``cassette`` marker),
   ``sakura_rules`` (the project's `Rules`, for a conftest.py to override).
@@ -20,6 +21,7 @@ pytest-recording and cassetter own that name, and sakura-http must load beside t
 
 from __future__ import annotations
 
+import datetime
 import os
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -27,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from .._core import ENV_RECORD, RecordMode, resolve_mode
+from .._age import parse_max_age
+from .._core import ENV_RECORD, RecordMode, is_strict, resolve_mode
 from .._exceptions import CassetteError, ConfigurationError, NetworkBlocked
 from .._libraries import DefaultOuter
 from .._rules import Rules
@@ -41,7 +44,13 @@ from ._paths import default_cassette_name as default_cassette_name
 from ._paths import fixtures_folder, resolve_cassette_path
 from ._proxy_fixture import sakura_proxy as sakura_proxy  # the sakura_proxy fixture
 from ._state import CALL_EXCINFO, GUARD, STATE, State, plugin_state
-from ._summary import find_dead_exchanges, gather_from_worker, send_to_controller, summarize
+from ._summary import (
+    find_dead_exchanges,
+    find_old_cassettes,
+    gather_from_worker,
+    send_to_controller,
+    summarize,
+)
 from ._verify import LiveRun
 
 __all__ = [
@@ -166,6 +175,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
     )
+    parser.addini(
+        "sakura_max_age",
+        "sakura-http: list in the summary the cassettes the run used with exchanges recorded "
+        "longer ago than this (90d; units h, d, w); with SAKURA_HTTP_STRICT=1 they fail the run.",
+        default="",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -234,12 +249,24 @@ def pytest_configure(config: pytest.Config) -> None:
         rootpath=config.rootpath,
         prune=prune,
         header_rules=_header_rules(config),
+        max_age=_max_age(config),
+        age_strict=is_strict(os.environ),
         live_run=LiveRun(strict=strict) if verify else None,
     )
     if not hasattr(config, "workerinput"):
         partial = _partial_run(config)
         if partial:
             config.stash[STATE].ledger.block(partial)
+
+
+def _max_age(config: pytest.Config) -> datetime.timedelta | None:
+    text = str(config.getini("sakura_max_age") or "").strip()
+    if not text:
+        return None
+    try:
+        return parse_max_age(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"sakura-http: the ini option sakura_max_age: {exc}") from None
 
 
 def _header_rules(config: pytest.Config) -> Rules:
@@ -435,6 +462,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if exitstatus != 0:
         state.ledger.block("the run did not pass")
     find_dead_exchanges(state)
+    if find_old_cassettes(state) and state.age_strict and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # the summary says why
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -3,6 +3,7 @@ the plugin's modules share."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,13 @@ class State:
     ledger: PlayLedger = field(default_factory=PlayLedger)
     #: What the end of the run found: cassette -> (exchanges no test played, how many pruned).
     dead: dict[str, tuple[list[Exchange], int]] = field(default_factory=dict)
+    #: sakura_max_age (None: not set), and whether SAKURA_HTTP_STRICT=1 makes it a failure.
+    max_age: datetime.timedelta | None = None
+    age_strict: bool = False
+    #: What the end of the run found: cassette -> (exchanges older than max_age, of how many,
+    #: the oldest day); and the cassettes holding exchanges without a day (age unknown).
+    old: dict[str, tuple[int, int, datetime.date]] = field(default_factory=dict)
+    undated: list[str] = field(default_factory=list)
     #: --verify: the run goes live into temporary cassettes, compared with the real ones.
     live_run: LiveRun | None = None
 

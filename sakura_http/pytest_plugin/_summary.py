@@ -1,16 +1,28 @@
 """The end of a run: what each pytest-xdist worker sends the controller, the dead exchanges (see
-`_prune`), and the terminal summary of the cassettes recorded and the exchanges no test played."""
+`_prune`), the cassettes older than ``sakura_max_age``, and the terminal summary of the cassettes
+recorded, the exchanges no test played and the cassettes too old."""
 
 from __future__ import annotations
 
+import datetime
+import os
 from typing import Any
 
+from .._age import age_text, is_older
+from .._cassette import load_cassette
+from .._core import ENV_STRICT
 from ._factory import outcome
 from ._paths import common_folders, display
 from ._prune import dead_exchanges, prune_cassette
 from ._state import State
 
-__all__ = ["find_dead_exchanges", "gather_from_worker", "send_to_controller", "summarize"]
+__all__ = [
+    "find_dead_exchanges",
+    "find_old_cassettes",
+    "gather_from_worker",
+    "send_to_controller",
+    "summarize",
+]
 
 _WORKER_OUTPUT_KEY = "sakura_http_recorded"
 _LEDGER_KEY = "sakura_http_played"
@@ -48,10 +60,35 @@ def find_dead_exchanges(state: State) -> None:
         state.dead[display(path, state.rootpath)] = (dead, pruned)
 
 
+def find_old_cassettes(state: State, now: datetime.datetime | None = None) -> bool:
+    """Fill `state.old` and `state.undated` from the cassettes the run used (every worker's),
+    under ``sakura_max_age``; whether any is too old.  Nothing without the ini option.  A
+    cassette that is gone or unreadable is left out (the tests that opened it said so)."""
+    if state.max_age is None:
+        return False
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    for path in sorted(state.ledger.plays):
+        if not os.path.exists(path):
+            continue
+        try:
+            exchanges = load_cassette(path).exchanges
+        except Exception:  # reported by the tests that opened it
+            continue
+        days = [e.recorded_at for e in exchanges]
+        old = [day for day in days if day is not None and is_older(day, state.max_age, now)]
+        shown = display(path, state.rootpath)
+        if old:
+            state.old[shown] = (len(old), len(days), min(old))
+        if None in days:
+            state.undated.append(shown)
+    return bool(state.old)
+
+
 def summarize(terminalreporter: Any, state: State) -> None:
     """The plugin's part of the terminal summary."""
     _summarize_written(terminalreporter, state)
     _summarize_dead(terminalreporter, state)
+    _summarize_old(terminalreporter, state)
     if state.live_run is not None:  # --verify
         failed = [report.nodeid for report in terminalreporter.stats.get("failed", ())]
         root = state.rootpath
@@ -128,3 +165,39 @@ def _summarize_dead(terminalreporter: Any, state: State) -> None:
             "They are left over from earlier recordings (a request that changed since): drop "
             "them with `pytest --record --prune`, or re-record with `pytest --record-all`"
         )
+
+
+def _summarize_old(terminalreporter: Any, state: State) -> None:
+    if state.max_age is None or not (state.old or state.undated):
+        return
+    limit = age_text(state.max_age)
+    heading = f"older than sakura_max_age ({limit})" if state.old else "of unknown age"
+    terminalreporter.write_sep("=", f"sakura-http: cassettes {heading}")
+    if state.old:
+        for path, (count, total, oldest) in sorted(state.old.items()):
+            terminalreporter.write_line(
+                f"{path}: {count} of {_plural(total, 'exchange')} recorded more than {limit} ago "
+                f"(the oldest on {oldest})"
+            )
+        terminalreporter.write_line(
+            "The APIs may have changed since: check them with `pytest --verify`, then re-record "
+            "the drifted ones with `pytest --record-all` on their tests (or raise sakura_max_age)"
+        )
+        if state.age_strict:
+            terminalreporter.write_line(
+                f"{ENV_STRICT}=1: the run fails because of them. Re-record them in a run "
+                f"without {ENV_STRICT} (which forbids recording), or raise sakura_max_age",
+                red=True,
+            )
+    if state.undated:
+        shown = ", ".join(state.undated[:5]) + (
+            f" and {len(state.undated) - 5} more" if len(state.undated) > 5 else ""
+        )
+        terminalreporter.write_line(
+            f"Age unknown (exchanges recorded before sakura-http dated them, not counted as "
+            f"too old): {shown}; re-record them with `pytest --record-all` to date them"
+        )
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
