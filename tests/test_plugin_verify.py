@@ -314,3 +314,49 @@ def test_an_sdk_fixture_is_verified_with_the_key_from_the_environment(
         ]
     )
     assert cassette.read_bytes() == before
+
+
+# --- the other ways a test reaches its cassette: patch_clients and sakura_proxy ------------------
+
+FRONT_ENDS = """
+import httpx
+import pytest
+
+URL = "{url}"
+
+@pytest.mark.cassette("app.jsonl", patch_clients=True)
+def test_app_builds_its_own_client():
+    with httpx.Client(base_url=URL) as client:  # patched: it goes through the cassette
+        assert client.post("/v1/messages", json={{"model": "m"}}).status_code == 200
+
+@pytest.mark.cassette("proxied.jsonl", upstream=URL)
+def test_through_the_proxy(sakura_proxy):
+    with httpx.Client(base_url=sakura_proxy.url) as client:
+        assert client.get("/v1/stream").status_code == 200
+"""
+
+
+def test_patch_clients_and_the_proxy_fixture_are_verified_too(
+    pytester: pytest.Pytester, api: Api
+) -> None:
+    pytester.makeini(INI)
+    write_test(pytester, FRONT_ENDS.format(url=api.url))
+    pytester.runpytest("--record").assert_outcomes(passed=2)
+    before = fixtures(pytester)
+    assert sorted(before) == ["app.jsonl", "proxied.jsonl"]
+    changed = {**MESSAGE, "stop_reason": "refusal"}
+    api.routes["/v1/messages"] = (200, "application/json", orjson.dumps(changed))
+    api.routes["/v1/stream"] = (200, "application/json", b"{}")
+    seen = len(api.seen)
+    result = pytester.runpytest("--verify")
+    result.assert_outcomes(passed=2)
+    assert len(api.seen) == seen + 2
+    result.stdout.fnmatch_lines(
+        [
+            "tests/fixtures/app.jsonl: 1 of 1 exchange drifted",
+            '      response.body.stop_reason: "end_turn" -> "refusal"',
+            "tests/fixtures/proxied.jsonl: 1 of 1 exchange drifted",
+            "      content-type: text/event-stream -> application/json",
+        ]
+    )
+    assert fixtures(pytester) == before
