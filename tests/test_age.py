@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -177,6 +178,58 @@ def test_streamed_and_fault_exchanges_are_dated_too(
     exchanges = load_cassette(path).exchanges
     assert [(e.truncated, e.error is not None) for e in exchanges] == [(True, False), (False, True)]
     assert _days(path) == [DAY_1, DAY_1]
+
+
+def _through_requests(path: Path, api: Api) -> None:
+    import requests
+
+    from sakura_http.requests import RecordingAdapter
+
+    with RecordingAdapter(path, mode="all") as adapter, requests.Session() as session:
+        session.mount("http://", adapter)
+        for target in ("/a", "/b"):
+            assert session.get(api.url + target).status_code == 200
+
+
+def _through_aiohttp(path: Path, api: Api) -> None:
+    import aiohttp
+
+    from sakura_http.aiohttp import RecordingMiddleware
+
+    async def go() -> None:
+        async with (
+            RecordingMiddleware(path, mode="all") as middleware,
+            aiohttp.ClientSession(middlewares=[middleware]) as session,
+        ):
+            for target in ("/a", "/b"):
+                async with session.get(api.url + target) as response:
+                    assert response.status == 200
+
+    anyio.run(go, backend="asyncio")
+
+
+def _through_the_proxy(path: Path, api: Api) -> None:
+    from sakura_http.proxy import serve
+
+    with serve(path, upstream=api.url, mode="all") as proxy, httpx.Client() as client:
+        for target in ("/a", "/b"):
+            assert client.get(proxy.url + target).status_code == 200
+
+
+@pytest.mark.parametrize("record", [_through_requests, _through_aiohttp, _through_the_proxy])
+def test_every_front_end_dates_and_keeps_the_day_alike(
+    record: Callable[[Path, Api], None], api: Api, clock: list[datetime.date], tmp_path: Path
+) -> None:
+    path = tmp_path / "api.jsonl"
+    record(path, api)
+    first = path.read_bytes()
+    assert _days(path) == [DAY_1, DAY_1]
+    clock[0] = DAY_2
+    record(path, api)
+    assert path.read_bytes() == first
+    api.routes["/b"] = b'{"b":"changed"}'
+    record(path, api)
+    assert _days(path) == [DAY_1, DAY_2]
 
 
 # --- Dating, on its own ----------------------------------------------------------------------
