@@ -17,6 +17,16 @@ from typing import Any, NamedTuple
 
 from ._exchange import RequestData
 from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
+from ._httpx_internals import (
+    RESPONSE_DECODER,
+    has_content,
+    header_encoding,
+    header_entries,
+    headers_from_entries,
+    set_content,
+    uri_reference,
+    wrapped_stream,
+)
 from ._matching import canonical_url
 from ._streams import ReplayStream, TeeStream
 
@@ -140,19 +150,19 @@ def _headers_of(module: ModuleType) -> Callable[[Headers, str], Any]:
     the list.  (A property test holds both ways equal.)"""
     cls = module.Headers
     probe = cls([(b"Probe-Name", b"value")])
-    if getattr(probe, "_list", None) != [(b"Probe-Name", b"probe-name", b"value")] or (
-        getattr(probe, "_encoding", False) is not None
+    if header_entries(probe, None) != [(b"Probe-Name", b"probe-name", b"value")] or (
+        header_encoding(probe, False) is not None
     ):
         return header_bytes
 
     def headers(text: Headers, charset: str) -> Any:
-        built = cls.__new__(cls)
-        built._list = [
-            (raw := name.encode("latin-1"), raw.lower(), value.encode(charset))
-            for name, value in text
-        ]
-        built._encoding = None
-        return built
+        return headers_from_entries(
+            cls,
+            [
+                (raw := name.encode("latin-1"), raw.lower(), value.encode(charset))
+                for name, value in text
+            ],
+        )
 
     return headers
 
@@ -186,7 +196,7 @@ def _response_class(module: ModuleType) -> type:
         replayed = response._replayed
         if (
             replayed is None
-            or hasattr(response, "_content")
+            or has_content(response)
             or response.is_stream_consumed
             or response.is_closed
         ):
@@ -194,16 +204,15 @@ def _response_class(module: ModuleType) -> type:
         stream, content = replayed
         current = response.stream
         if not isinstance(current, kind) or (
-            current is not stream and getattr(current, "_stream", None) is not stream
+            current is not stream and wrapped_stream(current) is not stream
         ):
             return None
         # The headers' entries are (name, lower-case name, value), as `_headers_of` probes.
-        for entry in getattr(response.headers, "_list", _UNKNOWN):
+        for entry in header_entries(response.headers, _UNKNOWN):
             if entry[1] == b"content-encoding":
                 return None
         response.is_stream_consumed = True
-        response._num_bytes_downloaded = len(content)
-        response._content = content
+        set_content(response, content)
         return content  # type: ignore[no-any-return]
 
     class Response(base):  # type: ignore[misc]
@@ -245,7 +254,7 @@ def _response_class(module: ModuleType) -> type:
         return {
             name: value
             for name, value in vars(response).items()
-            if name not in ("stream", "_decoder", "_replayed")
+            if name not in ("stream", RESPONSE_DECODER, "_replayed")
         }
 
     try:
@@ -277,7 +286,7 @@ def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | 
     `canonical_url`.  (A property test holds both ways equal for any URL httpx accepts.)
     """
     try:
-        scheme, userinfo, host, port, path, query, fragment = url._uri_reference
+        scheme, userinfo, host, port, path, query, fragment = uri_reference(url)
     except (AttributeError, ValueError):  # not the httpx URL this was written for
         return canonical_url(str(url), secret_params), *_host_port(url)
     shown_host = url.host if host.startswith("xn--") else host  # httpx decodes an IDNA host
@@ -301,10 +310,8 @@ def _request_headers(headers: Any) -> Headers:
     downstream find it by identity.  The memo is keyed by the entries httpx keeps, (name,
     lower-case name, value), which `Headers.raw` would copy into a new list first; headers that
     do not keep them are asked for `raw`, (name, value)."""
-    try:
-        entries = tuple(headers._list)
-    except AttributeError:
-        entries = tuple(headers.raw)
+    kept = header_entries(headers, None)
+    entries = tuple(headers.raw if kept is None else kept)
     text = _HEADER_TEXT.get(entries)
     if text is None:
         try:

@@ -32,6 +32,7 @@ from ._age import Dating
 from ._cassette import AtomicRecording, append_lines, load_cassette, open_for_writing
 from ._config import CassetteConfig
 from ._core import Action, Actions, RecordMode, Refusal, actions
+from ._decoding import BodyDecoder, check_redactable
 from ._exceptions import (
     BodyTooLargeError,
     CassetteFormatError,
@@ -47,11 +48,9 @@ from ._hosts import HostList
 from ._matching import Matcher, MatchKey, explain_miss
 from ._pipeline import prepare
 from ._policy import (
-    BodyDecoder,
     Redactor,
     SecretMemory,
     check_body_size,
-    check_redactable,
     query_secrets,
     refuse_credentials,
     secrets_of,

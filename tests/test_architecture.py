@@ -187,3 +187,111 @@ def test_the_test_process_refuses_every_host_but_loopback() -> None:
     assert all(offline.is_reserved(host) for host in offline.ATTEMPTS)
     assert not offline.is_reserved("api.anthropic.com")
     offline.ATTEMPTS.clear()
+
+
+# --- httpx internals in one module ------------------------------------------------------------
+
+#: The one module that reads private names of httpx and httpx2 (docs/architecture.md lists them).
+INTERNALS = "_httpx_internals.py"
+#: Private names used elsewhere on purpose, each with the reason.
+ALLOWED_PRIVATE = {
+    ("pytest_plugin/_patch.py", "_transport_for_url"): "the hook patch_clients wraps",
+    ("pytest_plugin/_patch.py", "_request"): "aiohttp's ClientSession._request, not httpx's",
+    ("aiohttp/_response.py", "_headers"): "aiohttp's ClientResponse, not httpx's",
+}
+
+
+def _httpx_private_names() -> set[str]:
+    """Every private name of httpx and httpx2: their private modules, the private attributes
+    of their classes, and those a request, response, URL, headers and client set on
+    themselves."""
+    import httpx
+    import httpx2
+
+    names = set()
+    for lib in (httpx, httpx2):
+        samples = [
+            lib.Response(200, content=b"x", request=lib.Request("GET", "http://a.test/")),
+            lib.Headers({"a": "b"}),
+            lib.URL("http://a.test/"),
+            lib.Request("GET", "http://a.test/"),
+            lib.Client(),
+            lib.AsyncClient(),
+            lib.Cookies(),
+        ]
+        samples[0].read()
+        for name in dir(lib):
+            value = getattr(lib, name)
+            if isinstance(value, type):
+                for cls in value.__mro__:
+                    if cls.__module__.startswith(lib.__name__):
+                        names.update(vars(cls))
+        for sample in samples:
+            names.update(vars(sample))
+        names.update(name for name in vars(lib) if name.startswith("_"))
+        names.update(("_stream", "_decoders"))  # the bound streams' and the decoders' module
+    return {name for name in names if name.startswith("_") and not name.startswith("__")}
+
+
+def _private_uses(source: str, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) for each use of one of `names` in `source`: an attribute read or written
+    on anything but ``self`` or ``cls``, a string constant (``getattr(x, "_list")``), an import
+    of a private httpx module, or a string naming one (``"httpx._decoders"``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            if not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in names or node.value.startswith(("httpx._", "httpx2._")):
+                found.append((node.lineno, node.value))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("httpx"):
+            parts = (node.module or "").split(".")
+            private = [a.name for a in node.names if a.name.startswith("_")]
+            if any(p.startswith("_") for p in parts) or private:
+                found.append((node.lineno, node.module or ""))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("httpx") and "._" in alias.name:
+                    found.append((node.lineno, alias.name))
+    return found
+
+
+def test_only_the_internals_module_uses_private_names_of_httpx() -> None:
+    pytest.importorskip("httpx2")
+    names = _httpx_private_names()
+    assert {"_list", "_uri_reference", "_content", "_transport_for_url"} <= names
+    wrong = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        where = path.relative_to(PACKAGE).as_posix()
+        if where == INTERNALS:
+            continue
+        for line, name in _private_uses(path.read_text(), names):
+            if (where, name) not in ALLOWED_PRIVATE:
+                wrong.append(f"sakura_http/{where}:{line}: {name}")
+    assert wrong == [], (
+        "private names of httpx/httpx2 outside sakura_http/_httpx_internals.py (add a named "
+        "function and a probe in tests/test_libraries.py there instead):\n" + "\n".join(wrong)
+    )
+
+
+def test_the_private_name_scan_finds_every_kind_of_use() -> None:
+    source = (
+        "import httpx._decoders\n"
+        "from httpx import _decoders\n"
+        "from httpx._models import Headers\n"
+        "entries = headers._list\n"
+        "built._content = b''\n"
+        "present = getattr(url, '_uri_reference', None)\n"
+        "module = importlib.import_module('httpx2._decoders')\n"
+        "self._list = []\n"
+    )
+    assert _private_uses(source, {"_list", "_content", "_uri_reference"}) == [
+        (1, "httpx._decoders"),
+        (2, "httpx"),
+        (3, "httpx._models"),
+        (4, "_list"),
+        (5, "_content"),
+        (6, "_uri_reference"),
+        (7, "httpx2._decoders"),
+    ]

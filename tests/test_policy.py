@@ -29,9 +29,10 @@ from sakura_http import (
     CredentialHeaderError,
     RecordingTransport,
     UndecodableBodyError,
-    _policy,
+    _decoding,
 )
 from sakura_http._cassette import load_cassette
+from sakura_http._decoding import BodyDecoder, check_redactable
 from sakura_http._exchange import RequestData
 from sakura_http._format import Exchange, encode_exchange, encode_header
 from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher, explain_miss
@@ -39,10 +40,8 @@ from sakura_http._policy import (
     NOT_CREDENTIAL_HEADERS,
     SHOWN_CHARS,
     SHOWN_HEAD,
-    BodyDecoder,
     Redactor,
     SecretMemory,
-    check_redactable,
     is_credential_header,
     names_a_secret,
     refuse_credentials,
@@ -640,7 +639,7 @@ def test_a_brotli_body_holding_the_token_literally_records_and_replays(
     # Regression: with a brotli library that cannot cap its output (brotlicffi), `br` bodies
     # were stored raw, redaction rewrote the compressed bytes, and recording and replay both
     # failed with DecodingError.
-    monkeypatch.setattr(_policy, "_brotli_can_bound", lambda module: bounded)
+    monkeypatch.setattr(_decoding, "_brotli_can_bound", lambda module: bounded)
     token = b"sk-test-brotli-literal-1"
     raw = brotli_with_literal(token)
     path = tmp_path / "c.jsonl"
@@ -663,13 +662,13 @@ def test_brotli_without_a_bounded_decoder_uses_httpx_s_decoder(
 ) -> None:
     # brotlicffi (and brotli < 1.2) cannot cap their output: httpx's own BrotliDecoder is fed
     # in slices instead, and a bomb still stops at the limit.
-    monkeypatch.setattr(_policy, "_brotli_can_bound", lambda module: False)
+    monkeypatch.setattr(_decoding, "_brotli_can_bound", lambda module: False)
     body = b"hello brotli " * 1000
     decoder = BodyDecoder((("content-encoding", "br"),), 1 << 20)
     assert decoder.feed(brotli.compress(body)) + decoder.tail() == body
     bomb = brotli.compress(b"\0" * (8 << 20))
     decoder = BodyDecoder((("content-encoding", "br"),), 1 << 20)
-    with pytest.raises(_policy.BodyTooLargeError):
+    with pytest.raises(_decoding.BodyTooLargeError):
         decoder.feed(bomb)
 
 
