@@ -52,6 +52,20 @@ __all__ = [
 class CassetteError(Exception):
     """Base class of every sakura-http error."""
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its message and attributes, and rebuilt without calling `__init__` again
+        # with the message as its arguments (most errors take facts, not a message): a process
+        # pool re-raises its workers' errors by pickling them.
+        return _rebuilt, (type(self), self.args, self.__dict__)
+
+
+def _rebuilt(cls: type[CassetteError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    """A pickled `CassetteError` back: its class, its `args` and its attributes."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 class CassetteFormatError(CassetteError):
     """A cassette file cannot be read: bad JSON, a missing field, an unknown schema, a torn line.
