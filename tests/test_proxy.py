@@ -32,6 +32,8 @@ from sakura_http import CassetteMiss, ConfigurationError, RecordingTransport
 from sakura_http.proxy import HEALTH_PATH, RecordingIncomplete, serve, start
 from sakura_http.proxy._server import ProxyServer
 from sakura_http.proxy._wire import (
+    Timeouts,
+    Wire,
     client_headers,
     forwarded_headers,
     framing_problem,
@@ -348,13 +350,14 @@ def test_dozens_of_simultaneous_clients(tmp_path: Path, upstream: Upstream) -> N
     assert len(upstream.requests) == count
 
 
-def test_as_many_upstream_connections_as_requests_in_flight_and_each_kept_alive(
+def test_as_many_upstream_connections_as_requests_in_flight(
     tmp_path: Path, upstream: Upstream
 ) -> None:
-    # A proxy sends each client's request on at once, however many are in flight (httpx's
-    # default pool held the 101st back until one of 100 finished, and a stream being recorded
-    # may not finish for minutes), and keeps every connection for the next request (the
-    # default kept 20: with more clients than that, each round of requests opened new ones).
+    # A proxy sends each client's request on at once, however many are in flight: httpx's
+    # default pool (100 connections) left the 101st without its answer, and a stream being
+    # recorded may hold a connection for minutes.  (That each connection is kept for the next
+    # request, where the default kept 20, shows in benchmark measure 10, not here: whether an
+    # idle connection outlives its 5 s depends on the machine's speed.)
     cassette = tmp_path / "wide.jsonl"
     count = 101
 
@@ -366,16 +369,14 @@ def test_as_many_upstream_connections_as_requests_in_flight_and_each_kept_alive(
         serve(cassette, upstream=upstream.url, mode="new_episodes") as proxy,
         ThreadPoolExecutor(max_workers=count) as pool,
     ):
-        for turn in (1, 2):
-            upstream.release.clear()
-            answers = pool.map(one, [f"/wait?round={turn}&n={n}" for n in range(count)])
-            for _ in range(int(HANG_GUARD / 0.05)):  # a hang guard: all arrive at once
-                if len(upstream.requests) == turn * count:
-                    break
-                time.sleep(0.05)
-            assert len(upstream.requests) == turn * count, "requests held back by the proxy"
-            upstream.release.set()
-            assert list(answers) == [200] * count
+        answers = pool.map(one, [f"/wait?n={n}" for n in range(count)])
+        for _ in range(int(HANG_GUARD / 0.05)):  # a hang guard: all arrive at once
+            if len(upstream.requests) == count:
+                break
+            time.sleep(0.05)
+        assert len(upstream.requests) == count, "requests held back by the proxy"
+        upstream.release.set()
+        assert list(answers) == [200] * count
     assert len(upstream.connections) == count
 
 
@@ -1218,6 +1219,63 @@ def _read_answer(sock: socket.socket) -> tuple[bytes, bytes]:
         assert chunk, "closed early"
         body += chunk
     return head, body
+
+
+class _Sent(anyio.abc.ByteStream):
+    """A client connection that keeps what the proxy writes to it, one item per write."""
+
+    def __init__(self) -> None:
+        self.writes: list[Any] = []
+
+    async def send(self, item: bytes) -> None:
+        self.writes.append(item)
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        raise anyio.EndOfStream
+
+    async def send_eof(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+def _wire_after(request: bytes) -> tuple[Wire, _Sent]:
+    sent = _Sent()
+    wire = Wire(sent, "a client", Timeouts(HANG_GUARD, HANG_GUARD))
+    wire.h11.receive_data(request)
+    while not isinstance(wire.h11.next_event(), h11.EndOfMessage):
+        pass
+    return wire, sent
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("size", [0, 1, 200_000, 5 * 1024 * 1024 + 7])
+async def test_a_whole_answer_goes_out_in_few_writes_its_body_uncopied(size: int) -> None:
+    # Each write is a system call that wakes the client: a small answer is one write, a big
+    # body goes as slices of the stored bytes themselves (memoryviews, not copies).
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    wire, sent = _wire_after(b"GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+    length = [(b"content-length", str(size).encode())]
+    await wire.send_whole(h11.Response(status_code=200, headers=length), body)
+    assert wire.reusable()
+    head, _, start = bytes(sent.writes[0]).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and f"content-length: {size}".encode() in head
+    assert start + b"".join(sent.writes[1:]) == body
+    if size <= 200_000:
+        assert len(sent.writes) == 1
+    else:
+        assert len(sent.writes) <= 1 + size // (1024 * 1024) + 1
+        assert all(isinstance(w, memoryview) and w.obj is body for w in sent.writes[1:])
+
+
+@pytest.mark.anyio
+async def test_a_whole_answer_to_head_is_its_head_alone() -> None:
+    wire, sent = _wire_after(b"HEAD /x HTTP/1.1\r\nHost: a\r\n\r\n")
+    length = [(b"content-length", b"5")]
+    await wire.send_whole(h11.Response(status_code=200, headers=length), b"")
+    assert wire.reusable()
+    assert len(sent.writes) == 1 and bytes(sent.writes[0]).endswith(b"content-length: 5\r\n\r\n")
 
 
 def test_a_big_body_framed_by_its_length_replays_whole(tmp_path: Path, upstream: Upstream) -> None:

@@ -475,16 +475,9 @@ class ProxyServer:
         recorded = httpx.Request(method, url, headers=headers, stream=httpx.ByteStream(body))
         recorded.read()
         library = library_of(recorded)
-        forward = httpx.Request(
-            method,
-            url,
-            headers=forwarded_headers(headers),
-            content=body,
-            extensions={"timeout": _UPSTREAM_TIMEOUT},
-        )
         head = method == "HEAD"
         if library.host_port(recorded) in self._passthrough_hosts:
-            await self._passthrough(wire, forward, head)
+            await self._passthrough(wire, _forwarded(method, url, headers, body), head)
             return
         data = library.request_data(recorded, self.config.secret_query_params)
         try:
@@ -496,6 +489,8 @@ class ProxyServer:
         if plan.exchange is not None:
             await self._replay(wire, plan.exchange, head)
             return
+        # Built only now: a replay (the hot path) sends nothing upstream.
+        forward = _forwarded(method, url, headers, body)
         await self._record(wire, user, data, plan, forward, head)
 
     async def _replay(self, wire: Wire, exchange: Exchange, head: bool) -> None:
@@ -515,22 +510,24 @@ class ProxyServer:
             body_length=len(exchange.response_body),
             charset=exchange.response_header_charset,
         )
-        await wire.send(
-            h11.Response(
-                status_code=exchange.status, headers=headers, reason=reason_phrase(exchange.status)
-            )
+        response = h11.Response(
+            status_code=exchange.status, headers=headers, reason=reason_phrase(exchange.status)
         )
-        if not bodiless:
-            config = self.config
-            stream = ReplayStream(exchange, config.replay_chunk_size, config.replay_latency)
-            whole = stream.content
-            if whole is not None and any(name == b"content-length" for name, _ in headers):
-                # Framed by its length, the chunk boundaries are invisible to the client: the
-                # body goes out in large slices, never copied (the replay hot path).
-                await wire.send_whole_body(whole)
-            else:
-                async for piece in stream:
-                    await wire.send(h11.Data(data=piece))
+        if bodiless:
+            await wire.send_whole(response, b"")
+            return
+        config = self.config
+        stream = ReplayStream(exchange, config.replay_chunk_size, config.replay_latency)
+        whole = stream.content
+        if whole is not None and any(name == b"content-length" for name, _ in headers):
+            # Framed by its length, the chunk boundaries are invisible to the client: the head
+            # and the body go out in as few writes as can be, the body never copied (the
+            # replay hot path).
+            await wire.send_whole(response, whole)
+            return
+        await wire.send(response)
+        async for piece in stream:
+            await wire.send(h11.Data(data=piece))
         await wire.send(h11.EndOfMessage())
 
     async def _send_upstream(self, request: httpx.Request) -> httpx.Response:
@@ -745,6 +742,19 @@ def _wants_websocket(request: h11.Request) -> bool:
     as HTTP/1.1 lets a server do: the client gets an ordinary answer and goes on with it."""
     return any(
         name == b"upgrade" and b"websocket" in value.lower() for name, value in request.headers
+    )
+
+
+def _forwarded(
+    method: str, url: httpx.URL, headers: list[tuple[bytes, bytes]], body: bytes
+) -> httpx.Request:
+    """The request sent upstream: the recorded `headers` less the hop-by-hop ones."""
+    return httpx.Request(
+        method,
+        url,
+        headers=forwarded_headers(headers),
+        content=body,
+        extensions={"timeout": _UPSTREAM_TIMEOUT},
     )
 
 
