@@ -541,3 +541,132 @@ def test_header_rules_are_names_or_patterns_added_to_the_volatile_set() -> None:
     assert matcher.ordinary_headers(headers) == (("x-id", "4"), ("x-running", "5"))
     everything = Matcher(ignore=frozenset(), secret=frozenset(), rules=Rules(ignore_headers=["*"]))
     assert everything.ordinary_headers(headers) == ()
+
+
+def test_equal_matchers_are_one_key_of_the_session_index() -> None:
+    # Users of one cassette whose matching agrees share an index (the session keys its indexes
+    # by `Matcher`); anything that changes matching makes another.
+    def made(**changes: object) -> Matcher:
+        options: dict[str, object] = {"ignore": DEFAULT_IGNORE_HEADERS, "secret": frozenset()}
+        return Matcher(**{**options, **changes})  # type: ignore[arg-type]
+
+    assert made() == made() and hash(made()) == hash(made())
+    assert made(rules=Rules(ignore_query=["t"])) == made(rules=Rules(ignore_query=("t",)))
+    others = [
+        made(ignore=frozenset()),
+        made(secret=frozenset({"x-key"})),
+        made(secret_query=frozenset({"key"})),
+        made(rules=Rules(ignore_body=True)),
+    ]
+    assert all(other != made() for other in others)
+    assert len({made(), *others}) == 5
+    assert repr(made(ignore=frozenset())) == (
+        "Matcher(ignore=frozenset(), secret=frozenset(), secret_query=frozenset(), "
+        f"rules={Rules()!r})"
+    )
+
+
+# --- match keys, directly (issue 29 item 9) -----------------------------------------------------
+#
+# A request and a recorded exchange match when their keys are equal.  Each test below changes
+# one part of one request and nothing else, so a key that lost a part is caught by its own test.
+
+KEY_URL = "https://api.example.test/v1/items?page=2"
+KEY_HEADERS = (("content-type", "application/json"), ("x-team", "blue"))
+KEY_BODY = b'{"query": "sakura", "limit": 10}'
+
+
+def keyed(
+    method: str = "POST",
+    url: str = KEY_URL,
+    headers: tuple[tuple[str, str], ...] = KEY_HEADERS,
+    body: bytes = KEY_BODY,
+    **options: object,
+) -> tuple[object, ...]:
+    settings: dict[str, object] = {"ignore": DEFAULT_IGNORE_HEADERS, "secret": frozenset()}
+    matcher = Matcher(**{**settings, **options})  # type: ignore[arg-type]
+    return matcher.key(method, url, headers, body)
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"method": "PUT"}, id="method"),
+        pytest.param({"url": "https://api.example.test/v1/items?page=3"}, id="query value"),
+        pytest.param({"url": "https://api.example.test/v2/items?page=2"}, id="path"),
+        pytest.param({"url": "https://other.example.test/v1/items?page=2"}, id="host"),
+        pytest.param({"url": "http://api.example.test/v1/items?page=2"}, id="scheme"),
+        pytest.param({"headers": (*KEY_HEADERS[:1], ("x-team", "red"))}, id="header value"),
+        pytest.param({"headers": (*KEY_HEADERS, ("x-extra", "1"))}, id="header added"),
+        pytest.param({"headers": KEY_HEADERS[:1]}, id="header removed"),
+        pytest.param({"body": b'{"query": "sakura", "limit": 11}'}, id="body"),
+        pytest.param({"body": b""}, id="body removed"),
+    ],
+)
+def test_a_change_to_one_part_changes_the_key(changed: dict[str, object]) -> None:
+    assert keyed(**changed) != keyed()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "same",
+    [
+        pytest.param({"method": "post"}, id="method case"),
+        pytest.param({"url": "HTTPS://API.Example.TEST:443/v1/items?page=2"}, id="url spelling"),
+        pytest.param({"headers": KEY_HEADERS[::-1]}, id="header order"),
+        pytest.param({"headers": (*KEY_HEADERS, ("user-agent", "x/2"))}, id="volatile header"),
+        pytest.param({"headers": (*KEY_HEADERS, ("keep-alive", "5"))}, id="hop-by-hop header"),
+        pytest.param(
+            {"headers": (*KEY_HEADERS, ("connection", "x-hop"), ("x-hop", "1"))},
+            id="header the connection names",
+        ),
+        pytest.param({"body": b'{"limit":10,"query":"sakura"}'}, id="json key order"),
+    ],
+)
+def test_what_matching_ignores_leaves_the_key_alone(same: dict[str, object]) -> None:
+    assert keyed(**same) == keyed()  # type: ignore[arg-type]
+
+
+def test_a_secret_header_or_query_value_is_not_in_the_key() -> None:
+    secret = frozenset({"x-api-key"})
+    with_key = (*KEY_HEADERS, ("x-api-key", "one"))
+    other_key = (*KEY_HEADERS, ("x-api-key", "two"))
+    assert keyed(headers=with_key, secret=secret) == keyed(headers=other_key, secret=secret)
+    assert keyed(headers=with_key) != keyed(headers=other_key)  # not declared: compared
+    query = frozenset({"sig"})
+    one, two = f"{KEY_URL}&sig=aaaa", f"{KEY_URL}&sig=bbbb"
+    assert keyed(url=one, secret_query=query) == keyed(url=two, secret_query=query)
+    assert keyed(url=one) != keyed(url=two)
+
+
+def test_the_rules_leave_their_parts_out_of_the_key() -> None:
+    rules = Rules(ignore_query=["page"], ignore_json=["limit"], ignore_headers=["x-te*"])
+    changed = {
+        "url": "https://api.example.test/v1/items?page=9",
+        "headers": (*KEY_HEADERS[:1], ("x-team", "red")),
+        "body": b'{"query": "sakura", "limit": 99}',
+    }
+    assert keyed(**changed, rules=rules) == keyed(rules=rules)  # type: ignore[arg-type]
+    assert keyed(body=b'{"query": "other"}', rules=rules) != keyed(rules=rules)
+    loose = Rules(ignore_body=True)
+    assert keyed(body=b"anything", rules=loose) == keyed(rules=loose)
+
+
+def test_a_multipart_boundary_is_not_in_the_key() -> None:
+    def form(boundary: str) -> tuple[object, ...]:
+        headers = (("content-type", f"multipart/form-data; boundary={boundary}"),)
+        body = f'--{boundary}\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n'
+        return keyed(headers=headers, body=f"{body}--{boundary}--\r\n".encode())
+
+    assert form("aaaa1111") == form("bbbb2222")
+
+
+def test_a_request_and_its_recorded_exchange_have_one_key() -> None:
+    matcher = Matcher(ignore=DEFAULT_IGNORE_HEADERS, secret=frozenset())
+    request = httpx.Request(
+        "POST", KEY_URL, headers=dict(KEY_HEADERS), content=KEY_BODY
+    )  # what the code under test sends
+    data = library_of(request).request_data(request)
+    exchange = Exchange("POST", data.url, headers=data.headers, body=KEY_BODY)  # as recorded
+    assert matcher.key_of_request(data) == matcher.key_of_exchange(exchange)
+    assert matcher.key_of_request(data._replace(body=b"{}")) != matcher.key_of_exchange(exchange)
+    assert isinstance(data, RequestData)
