@@ -220,7 +220,7 @@ def record_steps(
     recorder.start(status, headers, charset)
     through = user.config.stream_through
     try:
-        truncated = False
+        ended = False  # the whole body arrived (the caller may still close before the tail)
         try:
             if through:
                 yield Answer(
@@ -232,13 +232,14 @@ def record_steps(
                 if through and chunk:
                     yield Deliver(chunk)
             tail = recorder.decode_tail()
+            ended = True
             if through:
                 if tail:
                     yield Deliver(tail)
                 yield ENDED
         except CallerStopped:
-            truncated = True
-        exchange = recorder.exchange_to_write(truncated)
+            pass  # what was delivered is written, marked truncated unless the body had ended
+        exchange = recorder.exchange_to_write(truncated=not ended)
     except GeneratorExit:
         raise  # a stream nobody closed, dropped: nothing to close, nothing is written
     except BaseException:

@@ -175,6 +175,18 @@ def test_a_caller_closing_early_records_what_was_delivered_marked_truncated(
     user.close()
 
 
+def test_a_caller_closing_once_the_whole_body_arrived_is_not_a_truncation(tmp_path: Path) -> None:
+    # The last chunk the decoder held back (the tail) may still be on its way to the caller:
+    # the body has ended all the same, so the exchange is whole.
+    user = _user(tmp_path, stream_through=True)
+    taken, _ = _drive(_steps(user), [b"one ", b"two"], stop_at=99)  # stops at ENDED
+    assert taken[-3:] == ["ENDED", "Close", "Commit"]
+    (written,) = _written_in(tmp_path)
+    assert written["response_body"] == "one two"
+    assert not written.get("truncated")
+    user.close()
+
+
 @pytest.mark.parametrize("stream_through", [False, True])
 def test_a_body_that_fails_to_read_closes_and_commits_nothing(
     tmp_path: Path, stream_through: bool
