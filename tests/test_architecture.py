@@ -295,3 +295,28 @@ def test_the_private_name_scan_finds_every_kind_of_use() -> None:
         (6, "_uri_reference"),
         (7, "httpx2._decoders"),
     ]
+
+
+# --- tests mirror the engine -------------------------------------------------------------------
+
+#: Engine modules whose tests live in another module's test file, and why.
+TESTED_WITH = {
+    "_credentials": "test_policy",  # split out of _policy; the disk's rules are tested together
+    "_shown": "test_policy",
+    "_format_fast": "test_format",  # the fast decoder is held equal to the plain one there
+    "_front_end": "test_transport",  # what every front end shows, through each front end
+    "_httpx_internals": "test_libraries",  # the probes, beside what relies on them
+}
+
+
+def test_every_engine_module_has_its_own_test_module() -> None:
+    tests = ROOT / "tests"
+    missing = []
+    for path in sorted(PACKAGE.glob("_*.py")):
+        name = path.stem
+        if name.startswith("__"):
+            continue
+        home = TESTED_WITH.get(name, f"test_{name.lstrip('_')}")
+        if not (tests / f"{home}.py").exists():
+            missing.append(f"sakura_http/{path.name}: no tests/{home}.py")
+    assert missing == [], "\n".join(missing)
