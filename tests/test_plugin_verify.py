@@ -360,3 +360,16 @@ def test_patch_clients_and_the_proxy_fixture_are_verified_too(
         ]
     )
     assert fixtures(pytester) == before
+
+
+def test_a_cassette_that_cannot_be_read_is_named_not_compared(
+    recorded: pytest.Pytester, api: Api
+) -> None:
+    cassette = recorded.path / "tests" / "fixtures" / "chat.jsonl"
+    cassette.write_text("this is not a cassette\n")
+    result = recorded.runpytest("--verify")
+    result.assert_outcomes(passed=2)  # live, the test does not read its cassette
+    result.stdout.fnmatch_lines(
+        ["tests/fixtures/chat.jsonl: not compared: the cassette cannot be read (*"]
+    )
+    assert cassette.read_text() == "this is not a cassette\n"

@@ -50,6 +50,8 @@ class LiveRun:
         self.checked: dict[str, dict[int, tuple[bool, list[str]]]] = {}
         #: real path -> live requests no recorded exchange matches (a replay would miss them).
         self.unmatched: dict[str, list[str]] = {}
+        #: real path -> why it could not be compared (it cannot be read).
+        self.unreadable: dict[str, str] = {}
 
     def live_path(self, real: Path) -> Path:
         """The temporary cassette standing for `real` in this run, created on first use: with
@@ -76,9 +78,7 @@ class LiveRun:
             return []
         recorded = self._load(real)
         if isinstance(recorded, str):
-            self.unmatched.setdefault(real, [])
-            if recorded not in self.unmatched[real]:
-                self.unmatched[real].append(recorded)
+            self.unreadable[real] = recorded
             return []
         drifted: list[str] = []
         found = self.checked.setdefault(real, {})
@@ -102,7 +102,7 @@ class LiveRun:
             try:
                 self._recorded[real] = load_cassette(real).exchanges if os.path.exists(real) else []
             except (CassetteError, OSError) as exc:
-                self._recorded[real] = f"not compared: the cassette cannot be read ({exc})"
+                self._recorded[real] = f"the cassette cannot be read ({exc})"
         return self._recorded[real]
 
     def strict_failure(self, drifted: Mapping[str, list[str]], shown: Callable[[str], str]) -> str:
@@ -135,6 +135,7 @@ class LiveRun:
                 for real, found in self.checked.items()
             },
             "unmatched": self.unmatched,
+            "unreadable": self.unreadable,
         }
 
     def merge(self, output: Mapping[str, Any]) -> None:
@@ -149,6 +150,7 @@ class LiveRun:
         for real, requests in wire.get("unmatched", {}).items():
             missing = self.unmatched.setdefault(str(real), [])
             missing.extend(str(r) for r in requests if r not in missing)
+        self.unreadable.update(wire.get("unreadable", {}))
 
     # --- the summary ---------------------------------------------------------------------------
 
@@ -175,10 +177,9 @@ class LiveRun:
             requests = self.unmatched[real]
             write(f"{shown(real)}: {_count(len(requests), 'request')} not compared")
             for request in requests:
-                if request.startswith("not compared: "):
-                    write(f"  {request.removeprefix('not compared: ')}")
-                else:
-                    write(f"  {request}: not in the cassette (a replay run misses it)")
+                write(f"  {request}: not in the cassette (a replay run misses it)")
+        for real in sorted(self.unreadable, key=shown):
+            write(f"{shown(real)}: not compared: {self.unreadable[real]}")
         exchanges = sum(len(found) for found in self.checked.values())
         drifted_count = sum(d for found in self.checked.values() for d, _ in found.values())
         if not exchanges:
