@@ -2,7 +2,8 @@
 nothing but `Proxy.env()`, Node (20 with undici's ``EnvHttpProxyAgent``; 22.21 and 24 with
 ``NODE_USE_ENV_PROXY=1``, which `env()` sets) and Java (a truststore built from the CA and
 ``-Dhttp.nonProxyHosts=``).  Each records from a local upstream, http and https, then replays with
-the upstream stopped.  A client missing from the machine is skipped, saying what it needs."""
+the upstream stopped.  A client missing from the machine is skipped, saying what it needs;
+``SAKURA_HTTP_NODE`` names another node binary than the one on ``PATH``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import pytest
 from sakura_http.proxy import Proxy, serve
 from tests.proxy_support import HANG_GUARD, start_upstream
 
-NODE = shutil.which("node")
+# SAKURA_HTTP_NODE points the Node tests at another node than the one on PATH (a newer one
+# installed apart, e.g. `npm install --prefix DIR node@24`, to run the NODE_USE_ENV_PROXY test).
+NODE = os.environ.get("SAKURA_HTTP_NODE") or shutil.which("node")
 JAVA = shutil.which("java")
 KEYTOOL = shutil.which("keytool")
 CURL = shutil.which("curl")
