@@ -9,8 +9,10 @@ bodies stopped being decoded.  docs/architecture.md lists the same names.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import pickle
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +50,16 @@ def changed(lib: ModuleType, name: str, consequence: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def probing(lib: ModuleType, name: str, consequence: str) -> Iterator[None]:
+    """A probe's body: an error reading a private name (gone, or of another shape) fails the
+    probe with the same message as a wrong value does."""
+    try:
+        yield
+    except (AttributeError, ImportError, TypeError, ValueError) as exc:
+        pytest.fail(f"{changed(lib, name, consequence)} ({type(exc).__name__}: {exc})")
+
+
 # --- probes: one per private name -------------------------------------------------------------
 
 
@@ -69,7 +81,8 @@ def test_probe_headers_encoding(lib: ModuleType) -> None:
         "Headers._encoding (None until a charset is guessed)",
         "replayed headers could be read in a charset sakura-http did not choose",
     )
-    built = headers_from_entries(lib.Headers, [(b"X-Name", b"x-name", b"caf\xc3\xa9")])
+    with probing(lib, "Headers._list and Headers._encoding", "replayed headers cannot be built"):
+        built = headers_from_entries(lib.Headers, [(b"X-Name", b"x-name", b"caf\xc3\xa9")])
     assert isinstance(built, lib.Headers)
     assert built.raw == [(b"X-Name", b"caf\xc3\xa9")], changed(
         lib, "Headers._list", "headers built from entries no longer hold them"
@@ -80,7 +93,10 @@ def test_probe_headers_encoding(lib: ModuleType) -> None:
 
 def test_probe_url_uri_reference(lib: ModuleType) -> None:
     url = lib.URL("https://user:pw@API.Example.test:8443/a%20b?q=1#frag")
-    assert uri_reference(url) == (
+    with probing(lib, "URL._uri_reference", "every URL is parsed again to find its form"):
+        parts = uri_reference(url)
+        default_port = uri_reference(lib.URL("https://api.example.test:443/v1"))
+    assert parts == (
         "https",
         "user:pw",
         "api.example.test",
@@ -93,7 +109,6 @@ def test_probe_url_uri_reference(lib: ModuleType) -> None:
         "URL._uri_reference (scheme, userinfo, host, port, path, query, fragment)",
         "every URL is parsed again to find its canonical form",
     )
-    default_port = uri_reference(lib.URL("https://api.example.test:443/v1"))
     assert default_port == ("https", "", "api.example.test", None, "/v1", None, None), changed(
         lib, "URL._uri_reference", "a default port or an absent query is no longer None"
     )
@@ -106,7 +121,8 @@ def test_probe_response_content(lib: ModuleType) -> None:
     usual.read()
     assert has_content(usual), changed(lib, "Response._content", consequence)
     taken = lib.Response(200, stream=lib.ByteStream(b"body"))
-    set_content(taken, b"body")
+    with probing(lib, "Response._content", consequence):
+        set_content(taken, b"body")
     assert taken.content == b"body", changed(lib, "Response._content", consequence)
     assert taken.num_bytes_downloaded == 4, changed(
         lib, "Response._num_bytes_downloaded", consequence
@@ -158,8 +174,10 @@ def test_probe_httpx_decoders() -> None:
     # Only httpx's decoders are read: a body is stored decoded when httpx would decode it.
     import httpx
 
-    decoders = httpx_decoders()
     consequence = "bodies are stored decoded differently from what httpx hands its caller"
+    httpx_decoders.cache_clear()
+    with probing(httpx, "httpx._decoders", consequence):
+        decoders = httpx_decoders()
     assert {"identity", "gzip", "deflate"} <= decoders.encodings, changed(
         httpx, "httpx._decoders.SUPPORTED_DECODERS", consequence
     )
