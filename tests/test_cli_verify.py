@@ -341,6 +341,28 @@ def test_a_redacted_credential_is_listed_as_needed_not_given(
     assert api.seen[-1]["authorization"] == "Bearer live"
 
 
+def test_a_declared_secret_header_is_listed_as_needed_not_given(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Left out of the file when it was recorded: only its name was kept (secret_headers).
+    cassette = tmp_path / "c.jsonl"
+    transport = RecordingTransport(
+        cassette, outer=httpx.HTTPTransport(), mode="all", secret_headers=["x-api-key"]
+    )
+    with httpx.Client(transport=transport, base_url=api.url) as client:
+        client.post("/v1/messages", json={"model": "m"}, headers={"x-api-key": "sk-ant-1"})
+    assert "sk-ant-1" not in cassette.read_text()
+    result = verify(capsys, api, cassette)
+    assert "x-api-key" not in api.seen[-1]
+    assert result.out.splitlines()[2] == (
+        "  needed, not given: x-api-key (recorded without its value: give it with --header "
+        "or --header-for)"
+    )
+    given = verify(capsys, api, cassette, "--header", "x-api-key: sk-live")
+    assert "needed, not given" not in given.out
+    assert api.seen[-1]["x-api-key"] == "sk-live"
+
+
 def test_a_401_without_credentials_says_to_give_them(
     tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -186,6 +186,11 @@ def _verify_exchange(
         return Checked(index, recorded, "skipped", reason="it recorded a transport failure")
     credentials = given(host)
     headers = _request_headers(recorded.headers, credentials, needed)
+    # Declared secret when recorded: left out of the file, only the names kept.
+    secret = recorded.extra.get("secret_headers")
+    if isinstance(secret, list):
+        given_names = {name for name, _ in credentials}
+        needed.update(n for n in secret if isinstance(n, str) and n not in given_names)
     try:
         response = client.request(recorded.method, url, headers=headers, content=recorded.body)
     except (httpx.HTTPError, CassetteError) as exc:  # CassetteError: --update's recording
