@@ -102,6 +102,19 @@ class Dating:
             return exchange
         return dataclasses.replace(exchange, recorded_at=day)
 
+    def give_back(self, exchange: Exchange) -> None:
+        """Undo `stamp` for `exchange` (as stamped), which was not written after all (the
+        session's lock was taken: it is stamped again when it is): the day it took from a
+        replaced exchange is the next one given for its line again.  (Where it was dated today
+        for want of one, giving today back changes nothing either.)"""
+        if not self._replaced or exchange.recorded_at is None:
+            return
+        key = _undated_line(exchange)
+        with self._lock:
+            days = self._days.get(key) if self._days is not None else None
+            if days is not None:
+                days.appendleft(exchange.recorded_at)
+
     def _kept_day(self, exchange: Exchange) -> datetime.date | None:
         key = _undated_line(exchange)
         with self._lock:

@@ -43,7 +43,7 @@ from ._exceptions import (
     hidden_in_tracebacks,
 )
 from ._exchange import RequestData
-from ._format import Exchange, FaultInfo, Headers, encode_exchange, new_exchange
+from ._format import Exchange, FaultInfo, Headers, encode_exchange
 from ._hosts import HostList
 from ._matching import Matcher, MatchKey, explain_miss
 from ._pipeline import prepare
@@ -76,9 +76,7 @@ class _Slot:
 
 
 class Plan(NamedTuple):
-    """What to do with one request: replay `exchange`, or record under `key`.  (A named tuple,
-    as `RequestData` is: one is made for every request, with `tuple.__new__`, which skips the
-    named tuple's own `__new__`, Python code that would cost as much again.)"""
+    """What to do with one request: replay `exchange`, or record under `key`."""
 
     action: Action
     key: MatchKey
@@ -259,14 +257,14 @@ class CassetteSession:
                 self._played.add(id(exchange))
                 slot.cursor += 1
                 self.replays += 1
-                return tuple.__new__(Plan, (action, key, exchange))  # see `Plan`
+                return Plan(action, key, exchange)
             if action is Action.REPEAT:
                 assert slot is not None
                 self.replays += 1
-                return tuple.__new__(Plan, (action, key, slot.exchanges[-1]))
+                return Plan(action, key, slot.exchanges[-1])
         if action is Action.MISS:
             raise self._miss(request, slot, matcher, advice)
-        return tuple.__new__(Plan, (action, key, None))
+        return Plan(action, key, None)
 
     def _miss(
         self, request: RequestData, slot: _Slot | None, matcher: Matcher, advice: Advice
@@ -316,6 +314,7 @@ class CassetteSession:
         exchange = self._dating.stamp(exchange)
         line = encode_exchange(exchange)
         if not self._lock.acquire(blocking=wait):
+            self._dating.give_back(exchange)  # (it is dated again when it is appended)
             return False
         try:
             if self.mode is RecordMode.ALL:
@@ -323,6 +322,7 @@ class CassetteSession:
                     self._rerecording = AtomicRecording(self._file, self._header)
                 self._rerecording.append(line)  # (a file only this process writes: no lock)
             elif not append_lines(self._file, line, self._header, wait=wait):
+                self._dating.give_back(exchange)
                 return False
             self.exchanges.append(exchange)
             self._played.add(id(exchange))
@@ -653,7 +653,7 @@ class ResponseRecorder:
         body = b"".join(self._chunks)
         chunks = tuple(map(len, self._chunks))
         timed = self._timed and len(chunks) > 1 and len(self._timings) == len(chunks)
-        captured = new_exchange(
+        captured = Exchange(
             request.method,
             request.url,
             request.headers,
@@ -661,10 +661,10 @@ class ResponseRecorder:
             self._status,
             self._stored_headers(len(body), truncated),
             body,
-            chunks if len(chunks) > 1 else None,
-            truncated,
-            tuple(self._timings) if timed else None,
-            self._charset,
+            chunks=chunks if len(chunks) > 1 else None,
+            truncated=truncated,
+            timings_ms=tuple(self._timings) if timed else None,
+            response_header_charset=self._charset,
         )
         # The caller's response is not paced by the arrival times (a replay of it would be).
         self._live = dataclasses.replace(captured, timings_ms=None) if timed else captured

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -230,6 +232,39 @@ def test_every_front_end_dates_and_keeps_the_day_alike(
     api.routes["/b"] = b'{"b":"changed"}'
     record(path, api)
     assert _days(path) == [DAY_1, DAY_2]
+
+
+def test_an_append_tried_while_another_thread_holds_the_lock_keeps_the_old_day(
+    clock: list[datetime.date], tmp_path: Path
+) -> None:
+    # An async commit first tries without waiting; when another thread holds the session's
+    # lock it is tried again from a worker thread.  The day the first try took from the old
+    # cassette must still be there for the second.
+    path = tmp_path / "c.jsonl"
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="same"))
+    with RecordingTransport(path, outer=outer, mode="all") as transport:
+        httpx.Client(transport=transport).get("https://api.example.test/")
+    (old,) = load_cassette(path).exchanges
+    before = path.read_bytes()
+    clock[0] = DAY_2
+    with RecordingTransport(path, outer=outer, mode="all") as transport:
+        session = transport._user.session
+        taken, let_go = threading.Event(), threading.Event()
+
+        def hold_the_lock() -> None:
+            with session._lock:
+                taken.set()
+                let_go.wait(60)
+
+        holder = threading.Thread(target=hold_the_lock)
+        holder.start()
+        taken.wait(60)
+        again = dataclasses.replace(old, recorded_at=None)
+        assert session.append(again, wait=False) is False
+        let_go.set()
+        holder.join()
+        assert session.append(again) is True
+    assert path.read_bytes() == before
 
 
 # --- Dating, on its own ----------------------------------------------------------------------
