@@ -100,23 +100,34 @@ class JsonPath(Value):
 
     @classmethod
     def parse(cls, text: str) -> JsonPath:
-        if not isinstance(text, str) or not text or text.startswith((".", "[")):
+        """The path `text` names: dotted keys, [n] and [*], optionally after JSONPath's root
+        ``$.`` (as vcrpy users and JSONPath write it: ``$.password`` is ``password``)."""
+        if isinstance(text, str) and (text == "$" or text.startswith(("$.", "$["))):
+            path = text[2:]
+            if not path or path.startswith((".", "[")) or text.startswith("$["):
+                raise ConfigurationError(
+                    f"JSON path {text!r} is malformed: after the root $. name a key, as in "
+                    '"$.metadata.user_id" (the body\'s top level must be an object)'
+                )
+        else:
+            path = text
+        if not isinstance(path, str) or not path or path.startswith((".", "[")):
             raise ConfigurationError(
                 f"JSON path {text!r} is malformed: start with a key, as in "
                 '"metadata.user_id" or "messages[*].id"'
             )
         parts: list[str | int | None] = []
         position = 0
-        while position < len(text):
-            match = re.compile(_PATH_PART).match(text, position)
+        while position < len(path):
+            match = re.compile(_PATH_PART).match(path, position)
             if match is None or (match.group(0).startswith(".") and position == 0):
                 raise ConfigurationError(
-                    f"JSON path {text!r} is malformed at {text[position:]!r}: use dotted keys, "
+                    f"JSON path {text!r} is malformed at {path[position:]!r}: use dotted keys, "
                     '[n] and [*], as in "messages[*].content[0].text"'
                 )
             key, index = match.groups()
             if key is not None:
-                if position and not match.group(0).startswith(".") and text[position - 1] != "]":
+                if position and not match.group(0).startswith(".") and path[position - 1] != "]":
                     raise ConfigurationError(f"JSON path {text!r} is malformed")
                 parts.append(key)
             else:

@@ -55,6 +55,29 @@ def test_json_paths() -> None:
             JsonPath.parse(bad)
 
 
+def test_a_json_path_may_start_at_the_root_as_jsonpath_and_vcrpy_users_write_it(
+    tmp_path: Path,
+) -> None:
+    # "$.password" once parsed as a key named "$": the scrub silently scrubbed nothing.
+    assert JsonPath.parse("$.metadata.user_id").parts == ("metadata", "user_id")
+    assert JsonPath.parse("$.messages[*].id").parts == ("messages", None, "id")
+    assert JsonPath.parse("$ref.a").parts == ("$ref", "a")  # a key that begins with $
+    for bad in ["$", "$.", "$[0]", "$..a"]:
+        with pytest.raises(ConfigurationError, match="JSON path"):
+            JsonPath.parse(bad)
+    path = tmp_path / "c.jsonl"
+    outer = httpx.MockTransport(
+        lambda request: httpx.Response(200, json={"user": {"token": "t-9"}})
+    )
+    rules = Rules(scrub=[Scrub.json("$.password", "$.user.token")])
+    with RecordingTransport(path, outer=outer, mode="all", rules=rules) as transport:
+        httpx.Client(transport=transport).post(
+            "https://api.example.test/login", json={"password": "hunter2"}
+        )
+    text = path.read_text()
+    assert "hunter2" not in text and "t-9" not in text
+
+
 def test_malformed_rules_are_value_errors_naming_them() -> None:
     with pytest.raises(ValueError, match=r"regular expression '\(' is invalid"):
         Scrub.regex("(")
