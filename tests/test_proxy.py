@@ -354,7 +354,7 @@ def test_as_many_upstream_connections_as_requests_in_flight(
     tmp_path: Path, upstream: Upstream
 ) -> None:
     # A proxy sends each client's request on at once, however many are in flight: httpx's
-    # default pool (100 connections) left the 101st without its answer, and a stream being
+    # default pool (100 connections) left one of 101 without its answer, and a stream being
     # recorded may hold a connection for minutes.  (That each connection is kept for the next
     # request, where the default kept 20, shows in benchmark measure 10, not here: whether an
     # idle connection outlives its 5 s depends on the machine's speed.)

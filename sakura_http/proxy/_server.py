@@ -82,10 +82,10 @@ _ACCEPT_RETRY_SECONDS = 0.1
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # Upstream: no read timeout (a stream may pause for minutes); the client keeps its own.
 _UPSTREAM_TIMEOUT = {"connect": 30.0, "read": None, "write": 60.0, "pool": 60.0}
-# As many upstream connections as requests in flight, each kept for the next request: httpx's
-# default (100 at once, 20 kept) made the 101st request wait for one of 100 to finish (a
-# stream being recorded may take minutes), and opened new connections, a TLS handshake each,
-# for every round of requests from more than 20 clients.  Idle ones close after 5 s.
+# As many upstream connections as requests in flight, each kept for the next request: with
+# httpx's default (100 at once, 20 kept alive) one of 101 requests in flight at once was never
+# answered, and more than 20 clients made every round of requests open new connections, a TLS
+# handshake each.  Idle ones close after 5 s.
 _UPSTREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None)
 _BODILESS_STATUSES = frozenset({204, 304})
 #: The proxy's own health check: ``GET`` it on the proxy's address (never forwarded, never
