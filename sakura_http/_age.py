@@ -34,7 +34,7 @@ AGE_UNITS = {
     "d": datetime.timedelta(days=1),
     "w": datetime.timedelta(weeks=1),
 }
-_AGE = re.compile(r"([0-9]+)([a-z]+)\Z")
+_AGE = re.compile(r"([0-9]{1,18})([a-z]+)\Z")
 
 
 def today() -> datetime.date:
@@ -53,7 +53,13 @@ def parse_max_age(text: str) -> datetime.timedelta:
             f"{text!r} is not an age: give a whole number and a unit, h (hours), d (days) or "
             "w (weeks), such as 90d, 12w or 36h"
         )
-    return int(match.group(1)) * unit
+    try:
+        return int(match.group(1)) * unit
+    except OverflowError:
+        raise ValueError(
+            f"{text!r} is longer than any age a cassette can have: give a number of weeks, "
+            "days or hours that fits in the calendar, such as 520w"
+        ) from None
 
 
 def age_text(age: datetime.timedelta) -> str:
@@ -75,7 +81,11 @@ def is_older(
     field) is not: its age is unknown."""
     if recorded_at is None:
         return False
-    return recorded_at < (now.astimezone(datetime.timezone.utc) - max_age).date()
+    try:
+        limit = (now.astimezone(datetime.timezone.utc) - max_age).date()
+    except OverflowError:  # before the first day of the calendar: nothing is older
+        return False
+    return recorded_at < limit
 
 
 class Dating:

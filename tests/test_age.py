@@ -315,6 +315,13 @@ def test_a_max_age_it_cannot_read_says_what_it_accepts(text: str) -> None:
         parse_max_age(text)
 
 
+def test_an_age_longer_than_the_calendar_is_refused_or_finds_nothing_older() -> None:
+    with pytest.raises(ValueError, match="is longer than any age"):
+        parse_max_age("99999999999w")
+    now = datetime.datetime(2026, 12, 1, tzinfo=datetime.timezone.utc)
+    assert not is_older(datetime.date(1, 1, 1), parse_max_age("999999d"), now)
+
+
 def test_an_exchange_is_older_when_its_whole_day_lies_before_the_limit() -> None:
     now = datetime.datetime(2026, 12, 1, 16, 25, tzinfo=datetime.timezone.utc)
     ninety = parse_max_age("90d")  # now - 90 days: 2026-09-02 16:25
