@@ -28,7 +28,6 @@ from ._hosts import HostList, split_host_entry
 from ._matching import DEFAULT_IGNORE_HEADERS
 from ._policy import DEFAULT_MAX_BODY_BYTES
 from ._rules import Rules
-from ._value import Value
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack from Python 3.11 on
@@ -142,8 +141,8 @@ class CassetteOptions(TypedDict, total=False):
 
 # init=False: the constructor below takes the options as callers spell them (`CassetteOptions`),
 # and the fields hold them validated.
-@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)  # ==, hash, repr: Value's
-class CassetteConfig(Value):
+@dataclass(frozen=True, slots=True, init=False)
+class CassetteConfig:
     """Every option of a cassette, validated once; see `RecordingTransport` for each one.
 
     Build it with keyword arguments (`CassetteOptions`: collections may be any iterable; names

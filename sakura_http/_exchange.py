@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ._shown import shown_value
-from ._value import Value
 
 __all__ = [
     "Exchange",
@@ -32,16 +31,16 @@ __all__ = [
 Headers = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class FaultInfo(Value):
+@dataclass(frozen=True, slots=True)
+class FaultInfo:
     """A recorded transport failure: `type` names an httpx.TransportError subclass."""
 
     type: str
     message: str
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class Exchange(Value):
+@dataclass(frozen=True, slots=True)
+class Exchange:
     """One recorded request and its response (or its transport failure).
 
     Header names are lower-case; order and repeats are kept.  `status` is None only for a
@@ -76,8 +75,7 @@ class RequestData(NamedTuple):
     """The parts of a live request that matching and recording need, library-neutral.  `url`
     is in its canonical form (`canonical_url`, with the secret query parameters redacted).
 
-    A named tuple (immutable, like the frozen dataclasses elsewhere) because one is built for
-    every request: it is the cheapest record Python makes."""
+    Immutable; `_replace` makes a variant (the redactor's, with echoes of secrets redacted)."""
 
     method: str
     url: str
@@ -102,10 +100,12 @@ def new_exchange(
     id: str | None = None,
     recorded_at: datetime.date | None = None,
 ) -> Exchange:
-    """`Exchange(...)` (no error or extra fields) for the paths that make one per exchange:
-    loading a cassette, recording.  A frozen dataclass sets each field through
-    `object.__setattr__`, looked up anew for every field; the fields' own slot setters cost a
-    third of that.  (A test holds both ways equal.)"""
+    """`Exchange(...)` with no error or extra fields, for the loader (`_format_fast`), which
+    makes one per line of a cassette.  The frozen dataclass's `__init__` sets each field
+    through `object.__setattr__`; the fields' own slot setters, used here, cost a fraction of
+    that.  Kept for benchmark row "3. Open a 10,000-exchange cassette" (<= 1.5x the orjson
+    floor): built with `Exchange(...)`, opening it took 621 million instructions instead of
+    473 million (docs/performance.md, "Plain code").  Tests hold both ways equal."""
     exchange = _new(Exchange)
     _set_method(exchange, method)
     _set_url(exchange, url)

@@ -44,7 +44,6 @@ from ._exchange import (
     check_timings,
     unspellable_name,
 )
-from ._exchange import new_exchange as new_exchange  # re-exported: the recorder builds with it
 from ._shown import shown_value
 
 if TYPE_CHECKING:

@@ -57,11 +57,8 @@ class HttpLibrary(NamedTuple):
         """The library-neutral view of a request whose body has been read, its URL in the
         canonical form that is matched and written (`canonical_url`)."""
         url, host, port = _url_view(request.url, secret_params)
-        # `tuple.__new__` builds the named tuple without its Python-level `__new__`.
-        return tuple.__new__(
-            RequestData,
-            (request.method, url, _request_headers(request.headers), request.content, host, port),
-        )
+        headers = _request_headers(request.headers)
+        return RequestData(request.method, url, headers, request.content, host, port)
 
     def response_headers(self, response: Any) -> tuple[Headers, str]:
         """A live response's headers as text and their charset, losslessly (see `header_text`)."""

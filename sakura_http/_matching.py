@@ -34,7 +34,6 @@ from ._exchange import RequestData
 from ._format import Exchange, Headers
 from ._policy import is_credential_header, shown_header_value, shown_url
 from ._rules import Rules
-from ._value import Value
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
@@ -80,7 +79,6 @@ HOP_BY_HOP_HEADERS = frozenset(
 )
 
 _BOUNDARY_TOKEN = b"<boundary>"
-_MEMO_SIZE = 4096
 
 #: What a secret value is written as.
 REDACTED = "<redacted>"
@@ -215,8 +213,8 @@ def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     return body
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, repr: Value's; its own hash
-class Matcher(Value):
+@dataclass(frozen=True, slots=True)
+class Matcher:
     """How a session compares requests: which headers take part, which query values are
     secret, and the user's `Rules`.  The headers left out are the hop-by-hop ones, the `secret`
     ones, and those `ignore` (the volatile set) or `rules.ignore_headers` name, where ``*``
@@ -227,56 +225,45 @@ class Matcher(Value):
     secret_query: frozenset[str] = frozenset()
     #: Ignored query parameters and JSON paths, and scrubs applied before comparing.
     rules: Rules = field(default_factory=Rules)
-    # A key is computed for every exchange when a cassette opens and for every request, over
-    # header lists that recur (one client, one set of headers): remember what each name and
-    # each header tuple came to.  Bounded, for clients that make up names or values.
-    _ignored_names: dict[str, bool] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    _ordinary: dict[Headers, Headers] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-    # The rules key a session's indexes and are looked up on every request: hash them once,
-    # and say once whether `rules` has anything to apply (asked three times per key).
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-    _has_rules: bool = field(default=False, init=False, repr=False, compare=False)
-    # The names left out, and one pattern for the entries holding a "*" (None: there are none).
-    _names: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
-    _pattern: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False)
+    # Worked out from the fields once: whether `rules` has anything to apply to URLs and
+    # bodies, the header names left out, and one pattern for the entries holding a "*" (None:
+    # there are none).
+    _has_rules: bool = field(init=False, repr=False, compare=False)
+    _names: frozenset[str] = field(init=False, repr=False, compare=False)
+    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+    # Hashed once: the session finds the index to look a request up in by its matcher, on
+    # every request (benchmark row "1. The same, sakura-http and the floor alternating in one
+    # process"; docs/performance.md, "Plain code").
+    _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        set_ = object.__setattr__
-        set_(self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules)))
-        set_(self, "_has_rules", self.rules.changes_values())
         ignore = self.ignore | self.rules.ignore_headers
-        set_(self, "_names", HOP_BY_HOP_HEADERS | self.secret | ignore)
         patterns = sorted(entry for entry in ignore if "*" in entry)
-        if patterns:
-            alternatives = (".*".join(map(re.escape, entry.split("*"))) for entry in patterns)
-            set_(self, "_pattern", re.compile("|".join(alternatives)))
-
-    def __hash__(self) -> int:
-        return self._hash
+        alternatives = (".*".join(map(re.escape, entry.split("*"))) for entry in patterns)
+        object.__setattr__(
+            self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules))
+        )
+        object.__setattr__(self, "_has_rules", self.rules.changes_values())
+        object.__setattr__(self, "_names", HOP_BY_HOP_HEADERS | self.secret | ignore)
+        object.__setattr__(
+            self, "_pattern", re.compile("|".join(alternatives)) if patterns else None
+        )
 
     def _ignored(self, name: str) -> bool:
         if name in self._names:
             return True
         return self._pattern is not None and self._pattern.fullmatch(name) is not None
 
+    def __hash__(self) -> int:
+        return self._hash
+
     def ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
         """Compared headers, sorted into a multiset; a multipart boundary is blanked out."""
-        if type(headers) is not tuple:
-            return self._ordinary_headers(headers)
-        ordinary = self._ordinary.get(headers)
-        if ordinary is None:
-            ordinary = self._ordinary_headers(headers)
-            if len(self._ordinary) < _MEMO_SIZE:
-                self._ordinary[headers] = ordinary
-        return ordinary
+        if type(headers) is tuple:
+            return _ordinary_headers(self, headers)
+        return self._ordinary_headers(tuple(headers))
 
-    def _ordinary_headers(self, headers: Iterable[tuple[str, str]]) -> Headers:
-        known = self._ignored_names
-        headers = tuple(headers)
+    def _ordinary_headers(self, headers: Headers) -> Headers:
         # The headers a `connection` header names belong to the connection too (hop-by-hop).
         hop = {
             token.strip().lower()
@@ -286,12 +273,7 @@ class Matcher(Value):
         }
         kept = []
         for name, value in headers:
-            ignored = known.get(name)
-            if ignored is None:
-                ignored = self._ignored(name)
-                if len(known) < _MEMO_SIZE:
-                    known[name] = ignored
-            if ignored or name in hop:
+            if self._ignored(name) or name in hop:
                 continue
             if name == "content-type":
                 boundary = _boundary(value)
@@ -330,6 +312,14 @@ class Matcher(Value):
 
     def key_of_exchange(self, exchange: Exchange) -> MatchKey:
         return self.key(exchange.method, exchange.url, exchange.headers, exchange.body)
+
+
+# A client sends the same header list request after request, and a cassette holds a few
+# distinct ones: what each comes to is remembered (benchmark row "1. The same, sakura-http and
+# the floor alternating in one process"; docs/performance.md, "Plain code").
+@functools.lru_cache(maxsize=4096)
+def _ordinary_headers(matcher: Matcher, headers: Headers) -> Headers:
+    return matcher._ordinary_headers(headers)
 
 
 # --- explaining a miss ----------------------------------------------------------------------

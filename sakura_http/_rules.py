@@ -32,7 +32,6 @@ import orjson
 from ._exceptions import ConfigurationError
 from ._format import Exchange, Headers
 from ._policy import charset_of
-from ._value import Value
 
 __all__ = [
     "EMAIL_PATTERN",
@@ -91,8 +90,8 @@ _HEADER_NAME = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"  # a token (RFC 9110), where * als
 # commands and user rules use them, and compiling them cost every import a millisecond.)
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class JsonPath(Value):
+@dataclass(frozen=True, slots=True)
+class JsonPath:
     """A parsed JSON path: a tuple of keys (str), indexes (int) and "every item" (None)."""
 
     text: str
@@ -168,8 +167,8 @@ def _compile(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
         raise ConfigurationError(f"regular expression {pattern!r} is invalid: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash: Value's; its own repr
-class Scrub(Value):
+@dataclass(frozen=True, slots=True, repr=False)  # its own repr
+class Scrub:
     """One scrubbing step; build it with `Scrub.json`, `Scrub.regex`, `Scrub.query` or
     `Scrub.response_header`."""
 
@@ -219,8 +218,8 @@ class Scrub(Value):
         return f"Scrub.{self.kind}({what!r})"
 
 
-@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)  # its own __init__
-class Rules(Value):
+@dataclass(frozen=True, slots=True, init=False)  # its own __init__
+class Rules:
     """What matching ignores and what is scrubbed before writing; see the module docstring."""
 
     ignore_query: frozenset[str] = frozenset()

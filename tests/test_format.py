@@ -484,37 +484,6 @@ def test_the_fast_path_builds_exchanges_as_their_constructor_does() -> None:
     assert hash(built.headers) == hash(expected.headers)
 
 
-def test_new_exchange_sets_every_field_as_the_constructor_does() -> None:
-    # Loading and recording build exchanges through `new_exchange`, which sets the slots one by
-    # one: a field added to Exchange and forgotten there would be left unset (AttributeError).
-    import dataclasses
-    import datetime
-
-    from sakura_http._format import new_exchange
-
-    values = {
-        "method": "POST",
-        "url": "https://api.example.test/y",
-        "headers": (("accept", "*/*"),),
-        "body": b"q",
-        "status": 201,
-        "response_headers": (("x-a", "\u00e9"),),
-        "response_body": b"\xff",
-        "chunks": (0, 1),
-        "truncated": True,
-        "timings_ms": (1.0, 2.0),
-        "response_header_charset": "latin-1",
-        "id": "ex-1",
-        "recorded_at": datetime.date(2026, 3, 4),
-    }
-    built = new_exchange(**values)  # type: ignore[arg-type]
-    expected = Exchange(**values)  # type: ignore[arg-type]
-    for field in dataclasses.fields(Exchange):
-        assert getattr(built, field.name) == getattr(expected, field.name), field.name
-    assert built == expected
-    assert {f.name for f in dataclasses.fields(Exchange)} - set(values) == {"error", "extra"}
-
-
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
     [

@@ -965,3 +965,25 @@ def test_scrub_query_reaches_a_redirect_location_so_the_redirect_replays(tmp_pat
     with RecordingTransport(path, mode="none", rules=rules) as transport:
         client = httpx.Client(transport=transport, follow_redirects=True)
         assert client.get("https://api.example.test/start").text == "ok"
+
+
+def test_rules_scrubs_and_paths_compare_and_hash_by_their_fields() -> None:
+    # A session keeps one match index per distinct set of rules: equal ones must share it.
+    def hook(exchange: Exchange) -> Exchange | None:
+        return exchange
+
+    path = JsonPath.parse("a.b[0]")
+    built = [
+        Rules(ignore_query=["t"], ignore_json=["a.b[0]"], scrub=[Scrub.query("key")]),
+        Rules(ignore_query=("t",), ignore_json=[path], scrub=(Scrub.query("key"),)),
+    ]
+    assert built[0] == built[1] and hash(built[0]) == hash(built[1])
+    assert Rules(before_record=hook) == Rules(before_record=hook) != Rules()
+    assert Rules(ignore_body=True) != Rules() and Rules(ignore_headers=["x-a"]) != Rules()
+    assert Scrub.regex("x+") == Scrub.regex("x+") != Scrub.regex("y+")
+    assert hash(Scrub.json("a.b")) == hash(Scrub.json("a.b"))
+    assert JsonPath.parse("a[*]") == JsonPath.parse("a[*]") != JsonPath.parse("a[0]")
+    assert repr(Scrub.query("key")) == "Scrub.query('key')"
+    assert repr(Rules(ignore_body=True)).startswith("Rules(ignore_query=frozenset(), ")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Rules().ignore_body = True  # type: ignore[misc]

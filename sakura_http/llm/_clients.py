@@ -21,7 +21,6 @@ from .._core import RecordMode
 from .._libraries import DefaultOuter
 from .._rules import Rules
 from .._transport import RecordingTransport
-from .._value import Value
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -108,8 +107,8 @@ _TRANSPORT_OPTIONS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True, eq=False, repr=False)  # ==, hash, repr: Value's
-class _Sdk(Value):
+@dataclass(frozen=True, slots=True)
+class _Sdk:
     module: str
     sync_class: str
     async_class: str
