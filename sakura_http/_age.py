@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Iterable
 
 from ._format import Exchange, encode_exchange
+from ._shown import shown_value
 
 __all__ = ["AGE_UNITS", "Dating", "age_text", "is_older", "parse_max_age", "today"]
 
@@ -50,15 +51,15 @@ def parse_max_age(text: str) -> datetime.timedelta:
     unit = AGE_UNITS.get(match.group(2)) if match else None
     if match is None or unit is None or int(match.group(1)) == 0:
         raise ValueError(
-            f"{text!r} is not an age: give a whole number and a unit, h (hours), d (days) or "
-            "w (weeks), such as 90d, 12w or 36h"
+            f"{shown_value(text)} is not an age: give a whole number and a unit, h (hours), "
+            "d (days) or w (weeks), such as 90d, 12w or 36h"
         )
     try:
         return int(match.group(1)) * unit
     except OverflowError:
         raise ValueError(
-            f"{text!r} is longer than any age a cassette can have: give a number of weeks, "
-            "days or hours that fits in the calendar, such as 520w"
+            f"{shown_value(text)} is longer than any age a cassette can have: give a number of "
+            "weeks, days or hours that fits in the calendar, such as 520w"
         ) from None
 
 
