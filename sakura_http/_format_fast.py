@@ -1,5 +1,7 @@
 """The fast path of loading a cassette: the common exchange line, decoded by msgspec, and the
-long strings `CassetteParser` reads apart from their line.
+long strings `CassetteParser` reads apart from their line.  Benchmark row "3. Open a
+10,000-exchange cassette" (<= 1.5x reading it with orjson) holds it to its speed, and row "5.
+Peak RSS over the baseline, opening / replaying the 16 MiB body" to its memory.
 
 Part of `_format.py` (which owns the format), kept apart so that msgspec is imported when the
 first cassette is opened, not with the package.  `CassetteParser` decodes each exchange line with

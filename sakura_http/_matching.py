@@ -109,8 +109,10 @@ def _ascii_host(host: str) -> str:
 
 
 # A URL this matches is its own canonical form (lower-case ASCII host, no escapes, no userinfo,
-# no fragment); with the port and secret checks in `canonical_url` it skips parsing, which would
-# otherwise be most of the cost of indexing a large cassette or replaying one request.
+# no fragment); with the port and secret checks in `canonical_url` it is kept without parsing.
+# Every request of the requests and aiohttp front ends comes through here (benchmark row "9.
+# requests and aiohttp", whose requests target has no room), as does every exchange of a
+# cassette when its index is built.
 _PLAIN_URL = re.compile(
     r"(https?)://[a-z0-9.-]+(?::([1-9][0-9]*))?(?:/[!-\x22$&->@-~]*)?(?:\?([!-\x22$&-~]*))?"
 )
@@ -298,7 +300,8 @@ class Matcher:
         return self._key(method, canonical_url(url, self.secret_query), headers, body)
 
     def _key(self, method: str, url: str, headers: Headers, body: bytes) -> MatchKey:
-        # `url` is canonical already.  The common case (no rules, no body) costs no calls.
+        # `url` is canonical already.  With no rules and no body nothing is called: the replayed
+        # GETs of benchmark row "1. The same, sakura-http and the floor alternating".
         if self._has_rules:
             headers = self.rules.scrub_request_headers(headers)
             url = self.rules.match_url(url)
