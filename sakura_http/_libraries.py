@@ -30,7 +30,7 @@ from ._httpx_internals import (
 from ._matching import canonical_url
 from ._streams import ReplayStream, TeeStream
 
-__all__ = ["DefaultOuter", "HttpLibrary", "library_of"]
+__all__ = ["DefaultOuter", "HttpLibrary", "library_of", "url_host_port"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
@@ -49,7 +49,7 @@ class HttpLibrary(NamedTuple):
 
     def host_port(self, request: Any) -> tuple[str, int | None]:
         """The request's host and port, the scheme's default port when the URL has none."""
-        return _host_port(request.url)
+        return url_host_port(request.url)
 
     def request_data(
         self, request: Any, secret_params: frozenset[str] = frozenset()
@@ -268,7 +268,8 @@ def _response_class(module: ModuleType) -> type:
 _UNKNOWN = ((b"", b"content-encoding", b""),)  # headers kept otherwise: never taken whole
 
 
-def _host_port(url: Any) -> tuple[str, int | None]:
+def url_host_port(url: Any) -> tuple[str, int | None]:
+    """An httpx URL's host and port, the scheme's default port when none is written."""
     return url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
 
 
@@ -285,7 +286,7 @@ def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | 
     try:
         scheme, userinfo, host, port, path, query, fragment = uri_reference(url)
     except (AttributeError, ValueError):  # not the httpx URL this was written for
-        return canonical_url(str(url), secret_params), *_host_port(url)
+        return canonical_url(str(url), secret_params), *url_host_port(url)
     shown_host = url.host if host.startswith("xn--") else host  # httpx decodes an IDNA host
     default_port = _DEFAULT_PORTS.get(scheme)
     if userinfo or fragment is not None or ":" in host:

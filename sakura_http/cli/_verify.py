@@ -32,20 +32,20 @@ from typing import Any
 import httpx
 import orjson
 
-from .._cassette import load_cassette
 from .._core import ENV_STRICT, RecordMode, is_strict
 from .._drift import OUTCOME_WORDS, Checked, check_exchange
-from .._exceptions import CassetteError, CassetteFormatError
+from .._exceptions import CassetteError
 from .._format import Exchange, Headers
 from .._hosts import HostList
+from .._libraries import url_host_port
 from .._matching import HOP_BY_HOP_HEADERS
 from .._placeholders import is_placeholder
 from .._policy import REDACTED, names_a_secret
 from .._rules import Rules
 from .._transport import RecordingTransport
 from ._proxy import load_rules
-from ._show import url_shown
-from ._usage import cassettes_below
+from ._show import load_named, url_shown
+from ._usage import EXIT_FOUND, EXIT_OK, PROG, UsageError, cassettes_below
 
 __all__ = ["EXIT_NO_HOSTS", "HOSTS_VARIABLE", "add_verify_command"]
 
@@ -55,8 +55,7 @@ EXIT_NO_HOSTS = 75
 #: spaces.
 HOSTS_VARIABLE = "SAKURA_HTTP_RECORD_HOSTS"
 
-_EXIT_OK, _EXIT_FOUND, _EXIT_USAGE = 0, 1, 2
-_PROG = "sakura-http verify"
+_PROG = f"{PROG} verify"
 
 # Request headers not sent again as recorded: httpx sets them for this connection and body
 # (accept-encoding to what it can decode, so the live body is read as the recorded one was).
@@ -64,10 +63,6 @@ _NOT_RESENT = frozenset(
     {"host", "content-length", "transfer-encoding", "accept-encoding", *HOP_BY_HOP_HEADERS}
 )
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*)|(\$))")
-
-
-class _BadInput(Exception):
-    """A usage error or an unreadable cassette: one line on stderr, exit 2."""
 
 
 @dataclass
@@ -93,7 +88,7 @@ def _expand(text: str, what: str, environ: Mapping[str, str]) -> str:
             return "$"
         name = match.group(1) or match.group(2)
         if name not in environ:
-            raise _BadInput(f"{what} names ${name}, which is not set in the environment")
+            raise UsageError(f"{what} names ${name}, which is not set in the environment")
         return environ[name]
 
     return _VARIABLE.sub(value, text)
@@ -104,7 +99,7 @@ def _header(text: str, what: str, environ: Mapping[str, str]) -> tuple[str, str]
     name = name.strip().lower()
     if not sep or not name or not re.fullmatch(r"[!#$%&'*+.^_`|~0-9a-z-]+", name):
         # The text itself is not printed: it may be a credential given without its name.
-        raise _BadInput(
+        raise UsageError(
             f"a {what} of {len(text)} characters is not 'name: value' (e.g. 'authorization: "
             "Bearer $KEY')"
         )
@@ -116,10 +111,6 @@ def _hosts(args: argparse.Namespace, environ: Mapping[str, str]) -> HostList:
     return HostList(entry for entry in entries if entry.strip())
 
 
-def _host_port(url: httpx.URL) -> tuple[str, int | None]:
-    return url.host, url.port or {"http": 80, "https": 443}.get(url.scheme)
-
-
 def _cassette_files(names: Sequence[str]) -> list[Path]:
     files: list[Path] = []
     for name in names:
@@ -129,17 +120,8 @@ def _cassette_files(names: Sequence[str]) -> list[Path]:
         elif path.exists():
             files.append(path)
         else:
-            raise _BadInput(f"{path}: no such file or directory")
+            raise UsageError(f"{path}: no such file or directory")
     return files
-
-
-def _load(path: Path) -> list[Exchange]:
-    try:
-        return load_cassette(path).exchanges
-    except CassetteFormatError as exc:
-        raise _BadInput(str(exc)) from None
-    except OSError as exc:
-        raise _BadInput(f"{path}: cannot read it ({exc.strerror or exc})") from None
 
 
 # --- sending ---------------------------------------------------------------------------------
@@ -178,7 +160,7 @@ def _verify_exchange(
         url = httpx.URL(recorded.url)
     except httpx.InvalidURL as exc:
         return Checked(index, recorded, "failed", reason=f"the recorded URL is invalid: {exc}")
-    host = _host_port(url)
+    host = url_host_port(url)
     if host not in hosts:
         where = url.host if url.port is None else f"{url.host}:{url.port}"
         return Checked(index, recorded, "skipped", reason=f"{where} is not a --record-host")
@@ -299,23 +281,18 @@ def _verify(args: argparse.Namespace) -> int:
             "host1,host2; the requests to other hosts are skipped\n"
         )
         return EXIT_NO_HOSTS
-    try:
-        every = [_header(text, "--header", environ) for text in args.header]
-        per_host = [
-            (HostList([host]), _header(text, "--header-for", environ))
-            for host, text in args.header_for
-        ]
-        cassettes = [(path, _load(path)) for path in _cassette_files(args.cassettes)]
-        if args.update and is_strict(environ):
-            raise _BadInput(
-                f"--update records, and {ENV_STRICT}=1 forbids recording: unset {ENV_STRICT} "
-                "to re-record the drifted cassettes"
-            )
-        # A UsageError of a bad --rules goes to main(), which prints it (exit 2).
-        rules = load_rules(args.rules) if args.rules is not None else Rules()
-    except _BadInput as exc:
-        sys.stderr.write(f"{_PROG}: error: {exc}\n")
-        return _EXIT_USAGE
+    # A UsageError (a bad option, an unreadable cassette) goes to main(): one line, exit 2.
+    every = [_header(text, "--header", environ) for text in args.header]
+    per_host = [
+        (HostList([host]), _header(text, "--header-for", environ)) for host, text in args.header_for
+    ]
+    cassettes = [(path, load_named(path).exchanges) for path in _cassette_files(args.cassettes)]
+    if args.update and is_strict(environ):
+        raise UsageError(
+            f"--update records, and {ENV_STRICT}=1 forbids recording: unset {ENV_STRICT} "
+            "to re-record the drifted cassettes"
+        )
+    rules = load_rules(args.rules) if args.rules is not None else Rules()
     # Everything given on the command line is a credential: never written when re-recording.
     secret = {*args.secret_headers, *(name for name, _ in every)}
     secret.update(name for _, (name, _) in per_host)
@@ -363,7 +340,7 @@ def _verify(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(_text(verified))
     counts = _counts(verified)
-    return _EXIT_FOUND if counts["drifted"] or counts["failed"] else _EXIT_OK
+    return EXIT_FOUND if counts["drifted"] or counts["failed"] else EXIT_OK
 
 
 def _client(recording: RecordingTransport | None, timeout: float) -> httpx.Client:
