@@ -556,10 +556,9 @@ def _proxy_row(run: Run, measure: str, results: dict[str, dict[str, Any]], targe
     else:
         speedup = mine["rps"] / peer["rps"]
         thrift = peer["cpu_per_request_s"] / max(mine["cpu_per_request_s"], 1e-9)
+        cpu = f"{thrift:.1f}x less CPU" if thrift >= 1 else f"{1 / thrift:.1f}x more CPU"
         row.ratios["sakura-http"] = 1 / speedup  # time per request, as the chart draws it
-        row.cells["sakura-http"] = (
-            f"{speedup:.2f}x mitmdump's rate, {thrift:.1f}x less CPU ({figure(mine)})"
-        )
+        row.cells["sakura-http"] = f"{speedup:.2f}x mitmdump's rate, {cpu} ({figure(mine)})"
         row.cells["floor"] = f"mitmdump: {figure(peer)}"
         row.met = speedup >= target
     run.add(row)
