@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, NamedTuple
 
 from ._shown import shown_value
@@ -25,6 +26,7 @@ __all__ = [
     "check_names",
     "check_timings",
     "new_exchange",
+    "reason_phrase",
     "unspellable_name",
 ]
 
@@ -181,3 +183,14 @@ def check_chunks(chunks: tuple[int, ...], body: bytes) -> None:
 def check_timings(timings: tuple[float, ...], chunks: tuple[int, ...] | None) -> None:
     if chunks is None or len(timings) != len(chunks):
         raise FieldError("field 'timings_ms' needs one entry per entry of 'chunks'")
+
+
+def reason_phrase(status: int) -> str:
+    """The reason phrase of `status` ("Not Found" for 404), as the standard library's
+    `http.HTTPStatus` names it; "" for a status it does not name (a 299, a 599), which HTTP
+    allows.  A cassette stores no phrase: every front end answering with a recorded status (the
+    requests adapter, the aiohttp middleware, the proxy) writes this one."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""

@@ -9,7 +9,7 @@ import datetime
 import pytest
 
 from sakura_http import Exchange, FaultInfo
-from sakura_http._exchange import RequestData, new_exchange
+from sakura_http._exchange import RequestData, new_exchange, reason_phrase
 
 URL = "https://api.example.test/v1/items"
 EXCHANGE = Exchange("GET", URL, (("accept", "*/*"),), b"", 200, response_body=b"ok")
@@ -107,3 +107,11 @@ def test_request_data_is_a_value_with_named_parts() -> None:
     assert request == RequestData("GET", URL, (("accept", "*/*"),), b"", "api.example.test", 443)
     assert request._replace(body=b"x").body == b"x" and request.body == b""
     assert repr(request).startswith("RequestData(method='GET', url=")
+
+
+@pytest.mark.parametrize(
+    ("status", "phrase"),
+    [(200, "OK"), (404, "Not Found"), (418, "I'm a Teapot"), (299, ""), (599, ""), (1000, "")],
+)
+def test_reason_phrase_is_the_standard_librarys_or_empty(status: int, phrase: str) -> None:
+    assert reason_phrase(status) == phrase

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from http import HTTPStatus
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +20,7 @@ import aiohttp
 
 from .._config import CassetteConfig, CassetteOptions, resolve_config
 from .._exceptions import CassetteError, ConfigurationError, hidden_in_tracebacks
-from .._exchange import RequestData
+from .._exchange import RequestData, reason_phrase
 from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
 from .._matching import canonical_url
@@ -145,7 +144,7 @@ class RecordingMiddleware(CassetteFrontEnd):
         return replayed_response(
             request,
             exchange.status,
-            _reason(exchange.status),
+            reason_phrase(exchange.status),
             exchange.response_headers,
             exchange.response_header_charset,
             ReplayStream(exchange, config.replay_chunk_size, config.replay_latency),
@@ -261,10 +260,3 @@ def _fault(fault: FaultInfo) -> Exception:
         return cls(fault.message)
     known = _FAULTS.get(fault.type, aiohttp.ClientConnectionError)
     return known(f"{fault.message} (recorded as {fault.type})")
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""

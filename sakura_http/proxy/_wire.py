@@ -19,7 +19,6 @@ recorded through the proxy byte-identical to one recorded in-process):
 from __future__ import annotations
 
 import contextlib
-import http
 import logging
 import ssl
 from collections.abc import Iterable, Mapping
@@ -40,6 +39,7 @@ from .._exceptions import (
     CredentialHeaderError,
     RecordingForbidden,
 )
+from .._exchange import reason_phrase
 from .._format import Headers
 from .._matching import HOP_BY_HOP_HEADERS
 from ._h2 import CLIENT_PREFACE_REST, first_stream, refusal
@@ -156,13 +156,6 @@ class Timeouts:
 
     header: float
     idle: float
-
-
-def reason_phrase(status: int) -> bytes:
-    try:
-        return http.HTTPStatus(status).phrase.encode("ascii")
-    except ValueError:
-        return b""
 
 
 def _connection_listed(headers: Iterable[tuple[str, str]]) -> set[str]:

@@ -23,7 +23,6 @@ import http.client
 import io
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
-from http import HTTPStatus
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -40,7 +39,7 @@ from urllib3.exceptions import SSLError as Urllib3SSLError
 
 from .._config import DEFAULT_CHUNK_SIZE, CassetteConfig, CassetteOptions, resolve_config
 from .._exceptions import CassetteError, hidden_in_tracebacks
-from .._exchange import RequestData
+from .._exchange import RequestData, reason_phrase
 from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
 from .._matching import canonical_url
@@ -187,7 +186,7 @@ class RecordingAdapter(CassetteFrontEnd, requests.adapters.BaseAdapter):
         return _response(
             request,
             exchange.status,
-            _reason(exchange.status),
+            reason_phrase(exchange.status),
             exchange.response_headers,
             exchange.response_header_charset,
             _Chunks(stream),
@@ -318,13 +317,6 @@ def _fault(fault: FaultInfo, request: requests.PreparedRequest) -> Exception:
         f"{fault.message} (recorded as {fault.type}, which requests does not raise)",
         request=request,
     )
-
-
-def _reason(status: int) -> str:
-    try:
-        return HTTPStatus(status).phrase
-    except ValueError:
-        return ""
 
 
 class _RequestsIO:
