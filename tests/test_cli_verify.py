@@ -614,3 +614,32 @@ def test_update_is_refused_under_sakura_http_strict(
     assert "SAKURA_HTTP_STRICT=1 forbids recording" in result.err
     assert len(api.seen) == seen
     assert verify(capsys, api, cassette).code == 0  # verifying alone writes nothing: allowed
+
+
+@pytest.mark.parametrize("kept", ["declared secret", "redacted value"])
+def test_update_keeps_the_old_file_when_a_needed_credential_was_not_given(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str], kept: str
+) -> None:
+    """Re-sent without the credential it needs, the request is answered 401: that drift is the
+    missing credential's, and re-recording it would replace the good answers with refusals and
+    forget which credential the requests need.  The old file stays, byte for byte."""
+    cassette = tmp_path / "c.jsonl"
+    if kept == "declared secret":
+        transport = RecordingTransport(
+            cassette, outer=httpx.HTTPTransport(), mode="all", secret_headers=["x-api-key"]
+        )
+        with httpx.Client(transport=transport, base_url=api.url) as client:
+            client.post("/v1/messages", json={"model": "m"}, headers={"x-api-key": "sk-ant-1"})
+    else:
+        record(cassette, api.url, ("POST", "/v1/messages"))
+        (recorded,) = load_cassette(cassette).exchanges
+        headers = (*recorded.headers, ("authorization", "Bearer REDACTED"))
+        write_cassette(cassette, [replace(recorded, headers=headers)])
+    before = cassette.read_bytes()
+    api.routes["/v1/messages"] = (401, "application/json", b'{"type":"error"}')
+    result = verify(capsys, api, cassette, "--update")
+    assert result.code == 1, result
+    assert "needed, not given" in result.out
+    assert "updated: re-recorded" not in result.out, result
+    assert "(the old file was kept)" in result.out.splitlines()[-2]
+    assert cassette.read_bytes() == before

@@ -327,7 +327,7 @@ def _verify(args: argparse.Namespace) -> int:
             ]
             cassette = _Verified(path, results, sorted(needed))
             if recording is not None and any(r.outcome == "drifted" for r in results):
-                cassette.not_updated = _incomplete(results)
+                cassette.not_updated = _incomplete(results) or _uncredentialed(cassette.needed)
                 drops = cassette.not_updated is not None
                 cassette.updated = not drops
             verified.append(cassette)
@@ -350,6 +350,18 @@ def _client(recording: RecordingTransport | None, timeout: float) -> httpx.Clien
     client = httpx.Client(transport=recording, timeout=timeout, follow_redirects=False)
     del client.headers["accept"]
     return client
+
+
+def _uncredentialed(needed: list[str]) -> str | None:
+    """Why a drifted cassette is not replaced when its requests went without a credential they
+    need (None: none did): the drift may be the credential's absence (a 401), and the
+    re-recording would replace the recorded answers with it and no longer name the header."""
+    if not needed:
+        return None
+    return (
+        f"its requests were sent without {', '.join(needed)}, which they need: give it with "
+        "--header or --header-for"
+    )
 
 
 def _incomplete(results: list[Checked]) -> str | None:
