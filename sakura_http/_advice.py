@@ -44,9 +44,10 @@ class Advice:
         """How to declare a credential header secret (the end of a `CredentialHeaderError`)."""
         return f'RecordingTransport(..., secret_headers=["{header}"])'
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
-        """How to store larger bodies (the end of a `BodyTooLargeError`)."""
-        return f"raise the limit with RecordingTransport(..., max_body_bytes={limit * 2})"
+    def raise_body_limit(self, side: str, suggested: int) -> str:
+        """How to store larger bodies (the end of a `BodyTooLargeError`): a `max_body_bytes`
+        of `suggested` bytes (`BodyTooLargeError.suggested_limit`) holds the body seen."""
+        return f"raise the limit with RecordingTransport(..., max_body_bytes={suggested})"
 
     def add_record_host(self, host: str) -> str:
         """How to allow recording from a host outside `record_hosts`."""

@@ -16,7 +16,7 @@ Every error sakura-http raises derives from `CassetteError`, split by who is at 
     │                                                         (.path, .cancelled)
     └── UnsafeExchangeError       recording would put something unsafe on disk
         ├── CredentialHeaderError a credential header was not declared secret (.header)
-        ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit)
+        ├── BodyTooLargeError     a body is over `max_body_bytes` (.side, .limit, .size)
         ├── UndecodableBodyError  a body no redaction can search may hold a secret (.reason)
         └── UnwritableExchangeError  the loader would refuse the exchange (a hook's result)
                                                               (.field, .problem, .hook)
@@ -216,15 +216,29 @@ class CredentialHeaderError(UnsafeExchangeError):
 class BodyTooLargeError(UnsafeExchangeError):
     """A request or response body is larger than `max_body_bytes`; nothing was appended.
 
-    `side` is "request" or "response", `limit` the limit in bytes, `fix` how to raise it,
-    worded for the front end in use.
+    `side` is "request" or "response", `limit` the limit in bytes, `size` how many bytes of
+    the body were seen (a streamed body is read no further once over the limit, so it may be
+    longer; None when not known), `suggested_limit` a limit that holds them, and `fix` how to
+    raise the limit, worded for the front end in use.
     """
 
-    def __init__(self, side: str, limit: int, *, fix: str | None = None) -> None:
+    def __init__(
+        self, side: str, limit: int, *, size: int | None = None, fix: str | None = None
+    ) -> None:
         self.side = side
         self.limit = limit
+        self.size = size
         self.fix = fix
         super().__init__(side, limit)
+
+    @property
+    def suggested_limit(self) -> int:
+        """The limit every front end's advice suggests: `limit` doubled, and doubled again
+        until it holds the `size` bytes seen."""
+        suggested = max(self.limit * 2, 1)
+        while suggested < (self.size or 0):
+            suggested *= 2
+        return suggested
 
     def __str__(self) -> str:
         fix = self.fix or f"raise it with max_body_bytes= (now {self.limit:,})"

@@ -89,9 +89,9 @@ _MIN_ECHO_LENGTH = 4
 
 
 def check_body_size(size: int, limit: int, side: str) -> None:
-    """Raise `BodyTooLargeError` when `size` bytes is over `limit`."""
+    """Raise `BodyTooLargeError` (with the `size` seen) when `size` bytes is over `limit`."""
     if size > limit:
-        raise BodyTooLargeError(side, limit)
+        raise BodyTooLargeError(side, limit, size=size)
 
 
 # --- redaction ----------------------------------------------------------------------------

@@ -106,7 +106,7 @@ class AdvisedErrors:
         if isinstance(exc, CredentialHeaderError) and exc.fix is None:
             exc.fix = self._advice.declare_secret(exc.header)
         elif isinstance(exc, BodyTooLargeError) and exc.fix is None:
-            exc.fix = self._advice.raise_body_limit(exc.side, exc.limit)
+            exc.fix = self._advice.raise_body_limit(exc.side, exc.suggested_limit)
 
 
 _CHECKED_HEADERS_MEMO = 4096

@@ -60,9 +60,10 @@ def test_record_missing_re_records_as_rerecord_says(cls: type[Advice]) -> None:
 
 
 @pytest.mark.parametrize("cls", FRONT_ENDS, ids=lambda cls: cls.__name__)
-def test_the_body_limit_advice_doubles_the_limit(cls: type[Advice]) -> None:
-    fix = cls().raise_body_limit("response", 1024)
-    assert "2048" in fix and "1024" not in fix
+def test_the_body_limit_advice_names_the_limit_the_error_suggests(cls: type[Advice]) -> None:
+    # The number is worked out once (`BodyTooLargeError.suggested_limit`), not by each front end.
+    fix = cls().raise_body_limit("response", 8192)
+    assert "8192" in fix and "16384" not in fix
 
 
 def test_the_repr_names_the_front_end() -> None:
@@ -87,8 +88,8 @@ class Custom(Advice):
     def declare_secret(self, header: str) -> str:
         return f"CUSTOM declare_secret {header}"
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
-        return f"CUSTOM raise_body_limit {side} {limit}"
+    def raise_body_limit(self, side: str, suggested: int) -> str:
+        return f"CUSTOM raise_body_limit {side} {suggested}"
 
     def add_record_host(self, host: str) -> str:
         return f"CUSTOM add_record_host {host}"
@@ -131,7 +132,7 @@ def test_a_refusal_uses_the_front_end_s_words(tmp_path: Path) -> None:
 
     error = raised(live(tmp_path / "b.jsonl", mode="new_episodes", max_body_bytes=16))
     assert isinstance(error, BodyTooLargeError)
-    assert "CUSTOM raise_body_limit response 16" in str(error)
+    assert "CUSTOM raise_body_limit response 64" in str(error)  # holds the 64 bytes seen
 
     hosts = ["other.example.test"]
     error = raised(live(tmp_path / "c.jsonl", mode="new_episodes", record_hosts=hosts))

@@ -215,8 +215,26 @@ def test_a_body_over_the_limit_says_how_to_raise_it(tmp_path: Path) -> None:
     )
     error = _raised(transport)
     assert isinstance(error, BodyTooLargeError)
-    assert (error.side, error.limit) == ("response", 1024)
+    assert (error.side, error.limit, error.size) == ("response", 1024, 2048)
     assert "max_body_bytes=2048" in str(error)
+
+
+@pytest.mark.parametrize("side", ["request", "response"])
+def test_the_limit_suggested_holds_a_body_over_twice_the_limit(tmp_path: Path, side: str) -> None:
+    # Doubling the limit would not hold a body of 5,000 bytes over a limit of 1,024: the
+    # suggestion doubles until it does.
+    body = b"x" * 5000
+    transport = _transport(
+        tmp_path / "c.jsonl",
+        httpx.Response(200, content=body if side == "response" else b"ok"),
+        mode="new_episodes",
+        max_body_bytes=1024,
+    )
+    error = _raised(transport, method="POST", content=body if side == "request" else b"")
+    assert isinstance(error, BodyTooLargeError)
+    assert (error.side, error.limit, error.size) == (side, 1024, 5000)
+    assert error.suggested_limit == 8192
+    assert "max_body_bytes=8192" in str(error)
 
 
 def test_an_undecodable_body_with_a_secret_says_how_to_record_it(tmp_path: Path) -> None:

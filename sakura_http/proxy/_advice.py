@@ -30,8 +30,8 @@ class CommandAdvice(Advice):
     def declare_secret(self, header: str) -> str:
         return f"restart the proxy with `--secret-header {header}`"
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
-        return f"restart the proxy with `--max-body-bytes {limit * 2}`"
+    def raise_body_limit(self, side: str, suggested: int) -> str:
+        return f"restart the proxy with `--max-body-bytes {suggested}`"
 
     def add_record_host(self, host: str) -> str:
         return f"restart the proxy with `--record-host {host}`"
@@ -55,8 +55,8 @@ class ServeAdvice(Advice):
     def declare_secret(self, header: str) -> str:
         return f'serve(..., secret_headers=["{header}"])'
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
-        return f"raise the limit with serve(..., max_body_bytes={limit * 2})"
+    def raise_body_limit(self, side: str, suggested: int) -> str:
+        return f"raise the limit with serve(..., max_body_bytes={suggested})"
 
     def add_record_host(self, host: str) -> str:
         return f'serve(..., record_hosts=["{host}"])'

@@ -29,10 +29,10 @@ class PytestAdvice(Advice):
             "a credential, add it to sakura_allow_headers"
         )
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
+    def raise_body_limit(self, side: str, suggested: int) -> str:
         return (
             f"raise the limit for this cassette with @pytest.mark.cassette(max_body_bytes="
-            f"{limit * 2}) or sakura_recording(..., max_body_bytes={limit * 2})"
+            f"{suggested}) or sakura_recording(..., max_body_bytes={suggested})"
         )
 
     def add_record_host(self, host: str) -> str:

@@ -26,5 +26,5 @@ class RequestsAdvice(Advice):
     def declare_secret(self, header: str) -> str:
         return f'RecordingAdapter(..., secret_headers=["{header}"])'
 
-    def raise_body_limit(self, side: str, limit: int) -> str:
-        return f"raise the limit with RecordingAdapter(..., max_body_bytes={limit * 2})"
+    def raise_body_limit(self, side: str, suggested: int) -> str:
+        return f"raise the limit with RecordingAdapter(..., max_body_bytes={suggested})"
