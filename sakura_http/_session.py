@@ -320,7 +320,13 @@ class CassetteSession:
             if self.mode is RecordMode.ALL:
                 if self._rerecording is None:
                     self._rerecording = AtomicRecording(self._file, self._header)
-                self._rerecording.append(line)  # (a file only this process writes: no lock)
+                try:
+                    self._rerecording.append(line)  # (a file only this process writes: no lock)
+                except BaseException:
+                    # Not written (a full disk): the re-recording lacks an exchange that was
+                    # sent, so it is incomplete and the old cassette is kept when it ends.
+                    self.fail_rerecording()
+                    raise
             elif not append_lines(self._file, line, self._header, wait=wait):
                 self._dating.give_back(exchange)
                 return False

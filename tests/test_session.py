@@ -358,3 +358,29 @@ def test_an_exchange_redacted_with_a_secret_learned_while_it_was_recorded_replay
     for transport in (api, plain, replay):
         transport.close()
     assert token.encode() not in path.read_bytes()
+
+
+def test_an_append_that_fails_keeps_the_old_cassette_in_a_rerecording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk is full while the second exchange is written: the code under test catches the
+    error and closes cleanly, but the re-recording lacks that exchange, so replacing the old
+    cassette with it would lose one; the old cassette stays, byte for byte."""
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER + exchange("one", URL + "/a") + exchange("two", URL + "/b"))
+    before = path.read_bytes()
+    real = _cassette._write_all
+
+    def full(fd: int, data: bytes) -> None:
+        if b"/b" in data:
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(_cassette, "_write_all", full)
+    with RecordingTransport(path, outer=counter(), mode="all") as transport:
+        client = httpx.Client(transport=transport)
+        client.get(URL + "/a")
+        with pytest.raises(OSError, match="No space left"):
+            client.get(URL + "/b")
+    assert path.read_bytes() == before
+    assert not (tmp_path / "c.jsonl.recording").exists()
