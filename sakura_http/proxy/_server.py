@@ -15,6 +15,7 @@ The client side of a connection (h11, timeouts, the header rules, the proxy's ow
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import json
 import logging
@@ -97,6 +98,16 @@ _TLS_HANDSHAKE = b"\x16"
 _GONE = (anyio.EndOfStream, anyio.BrokenResourceError, OSError)
 
 
+# The upstream transport of the CONNECT tunnel being served, if any (`_serve_tunnel`).  A
+# tunnel is one client connection to one origin: it gets an upstream connection of its own,
+# closed with it, as mitmproxy does.  One pool for every tunnel made each request look over
+# every idle connection in it (httpcore checks each for expiry, a poll through anyio's TLS
+# stream): with 32 clients recording over https, that cost three times the CPU per request.
+_TUNNEL_UPSTREAM: contextvars.ContextVar[httpx.AsyncHTTPTransport | None] = contextvars.ContextVar(
+    "sakura_http_tunnel_upstream", default=None
+)
+
+
 class _BadRequest(Exception):
     """A request the proxy cannot serve in its mode; answered 400 with this message."""
 
@@ -136,7 +147,10 @@ class ProxyServer:
         #: Reverse mode for several upstreams: ``/NAME/path`` goes to ``routes[NAME] + /path``.
         self.routes = dict(routes or {})
         self.ca = ca
-        self._verify = verify
+        # One TLS context for every upstream transport (making one reads the CA bundle).
+        self._upstream_tls = (
+            verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify)
+        )
         self._shutdown_timeout = shutdown_timeout
         self._timeouts = Timeouts(header_timeout, idle_timeout)
         # Events belong to the event loop that runs the server: made in run().
@@ -193,7 +207,7 @@ class ProxyServer:
         stop = self._stop = anyio.Event()
         drained = self._drained = anyio.Event()
         self._outer = httpx.AsyncHTTPTransport(
-            verify=self._verify, retries=0, limits=_UPSTREAM_LIMITS
+            verify=self._upstream_tls, retries=0, limits=_UPSTREAM_LIMITS
         )
         try:
             async with anyio.create_task_group() as connections:
@@ -532,7 +546,8 @@ class ProxyServer:
 
     async def _send_upstream(self, request: httpx.Request) -> httpx.Response:
         assert self._outer is not None, "run() first"
-        return await self._outer.handle_async_request(request)
+        outer = _TUNNEL_UPSTREAM.get() or self._outer
+        return await outer.handle_async_request(request)
 
     async def _passthrough(self, wire: Wire, request: httpx.Request, head: bool) -> None:
         """Send `request` upstream and hand the answer on as it is; nothing is recorded."""
@@ -701,7 +716,7 @@ class ProxyServer:
             # Plain HTTP in the tunnel (undici's EnvHttpProxyAgent tunnels http:// URLs too):
             # served as the requests for http://host:port a client sends in absolute form.
             origin = httpx.URL(scheme="http", host=host, port=port or 80)
-            await self._serve_http(Wire(stream, wire.peer, self._timeouts), origin)
+            await self._serve_tunnel(Wire(stream, wire.peer, self._timeouts), origin)
             return
         context = await anyio.to_thread.run_sync(self.ca.context_for, host)
         try:
@@ -728,7 +743,19 @@ class ProxyServer:
             )
             return
         origin = httpx.URL(scheme="https", host=host, port=port or 443)
-        await self._serve_http(Wire(tls, wire.peer, self._timeouts), origin)
+        await self._serve_tunnel(Wire(tls, wire.peer, self._timeouts), origin)
+
+    async def _serve_tunnel(self, wire: Wire, origin: httpx.URL) -> None:
+        """Serve the requests of a tunnel to `origin`, sent upstream over a connection of the
+        tunnel's own (`_TUNNEL_UPSTREAM`), closed with it."""
+        upstream = httpx.AsyncHTTPTransport(verify=self._upstream_tls, retries=0)
+        token = _TUNNEL_UPSTREAM.set(upstream)
+        try:
+            await self._serve_http(wire, origin)
+        finally:
+            _TUNNEL_UPSTREAM.reset(token)
+            with anyio.CancelScope(shield=True):
+                await upstream.aclose()
 
 
 def is_health_check(request: h11.Request) -> bool:
