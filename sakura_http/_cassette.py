@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import os
+import re
 import sys
 import time
 import weakref
@@ -38,8 +40,10 @@ from ._exceptions import CassetteFormatError, RerecordingInProgress
 from ._format import CassetteContent, CassetteParser, encode_header, torn_tail
 
 __all__ = [
+    "RECORDING_ESCAPES",
     "AtomicRecording",
     "append_lines",
+    "cassette_stem",
     "load_cassette",
     "locked",
     "open_for_writing",
@@ -47,6 +51,30 @@ __all__ = [
     "recording_path",
     "remove_stray_recording",
 ]
+
+#: pytest-recording's escapes (its get_default_cassette_name): each of these becomes "-".
+RECORDING_ESCAPES = str.maketrans(dict.fromkeys("<>?%*:|\"'/\\", "-"))
+_NOT_FILE_SAFE = re.compile(r"[^A-Za-z0-9._,=+\-\[\]]+")
+
+
+def cassette_stem(name: str) -> str:
+    """`name` (a test's name: ``test_x[id]``, or ``Class.test_x[id]``) as the stem of its
+    cassette's file name, the one the pytest plugin looks for and `sakura-http migrate` moves a
+    pytest-recording cassette to.
+
+    Each of ``<>?%*:|"'/\\`` becomes ``-``, as pytest-recording names its cassettes, so migrate
+    gets the same stem from that file's name alone; then every other run of characters that
+    are not file-safe (spaces, non-ASCII letters, ``#``...) becomes one ``-``.  A stem over
+    150 characters keeps its first 130 and a digest of the whole (file names are limited to
+    255 bytes).
+    """
+    escaped = name.translate(RECORDING_ESCAPES)
+    safe = _NOT_FILE_SAFE.sub("-", escaped)
+    if len(safe) > 150:
+        digest = hashlib.sha256(escaped.encode()).hexdigest()[:12]
+        safe = f"{safe[:130]}-{digest}"
+    return safe
+
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
     import msvcrt

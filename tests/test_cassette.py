@@ -24,6 +24,7 @@ from sakura_http import (
 from sakura_http._cassette import (
     AtomicRecording,
     append_lines,
+    cassette_stem,
     load_cassette,
     remove_stray_recording,
 )
@@ -426,3 +427,31 @@ def test_a_rerecording_through_a_symlink_replaces_the_file_it_points_to(tmp_path
     assert link.is_symlink()
     assert [e.url for e in load_cassette(real).exchanges] == ["https://api.example.test/new"]
     assert sorted(p.name for p in real.parent.iterdir()) == ["real.jsonl"]
+
+
+# --- a test's cassette name ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "stem"),
+    [
+        ("test_chat[gpt:4o/mini]", "test_chat[gpt-4o-mini]"),
+        ("TestGroup.test_method", "TestGroup.test_method"),
+        ("test_a[two  words]", "test_a[two-words]"),  # a run of other characters: one "-"
+        ("test_a[naïve 日本語]", "test_a[na-ve-]"),
+        ("test_a[http://x.test]", "test_a[http---x.test]"),  # pytest-recording's: one each
+        ("test_a[[nested]]", "test_a[[nested]]"),
+    ],
+)
+def test_cassette_stem_keeps_file_safe_characters(name: str, stem: str) -> None:
+    assert cassette_stem(name) == stem
+
+
+def test_a_long_cassette_stem_is_cut_and_stays_unique() -> None:
+    first, second = (
+        cassette_stem("test_a[" + "x" * 200 + "1]"),
+        cassette_stem("test_a[" + "x" * 200 + "2]"),
+    )
+    assert len(first) == len(second) == 143 and first[:130] == second[:130] and first != second
+    # The digest is of pytest-recording's name: its cassette's file name gives the same stem.
+    assert cassette_stem("test_a[" + "/" * 200 + "]") == cassette_stem("test_a[" + "-" * 200 + "]")

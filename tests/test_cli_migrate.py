@@ -612,10 +612,36 @@ def test_orphan_and_cassetter_files_are_converted_and_listed(
     ) in result.out
 
 
-def test_the_cassette_names_are_the_plugins() -> None:
-    from sakura_http.pytest_plugin._paths import _UNSAFE
+@pytest.mark.parametrize(
+    "name",
+    [
+        "test_a[x/y]",
+        "test_a[two words]",
+        "test_a[naïve 日本語]",
+        "test_a[[nested]]",
+        "test_a[http://api.example.test/v1?q=1]",
+        "test_a[a/ b]",
+        'test_a[say "hi" \\ then go]',
+        "test_a[" + "deep/" * 40 + "]",
+        "Group.test_b[a:b|c]",
+    ],
+)
+def test_migrate_names_a_cassette_as_the_plugin_looks_for_it(name: str) -> None:
+    # pytest-recording's cassette of the test is named by its escapes; migrate moves it to the
+    # name the plugin gives the test (`default_cassette_name`), from that file name alone.
+    from types import SimpleNamespace
 
-    assert _migrate._UNSAFE.pattern == _UNSAFE.pattern
+    from pytest_recording.plugin import get_default_cassette_name
+
+    from sakura_http._cassette import cassette_stem
+    from sakura_http.pytest_plugin._paths import default_cassette_name
+
+    cls_name, _, test_name = name.rpartition(".") if name.startswith("Group.") else ("", "", name)
+    cls = type(cls_name, (), {}) if cls_name else None
+    recording_stem = get_default_cassette_name(cls, test_name)
+    item = SimpleNamespace(name=test_name, cls=cls, path=Path("tests/test_mod.py"))
+    expected = default_cassette_name(item)  # type: ignore[arg-type]
+    assert f"test_mod/{cassette_stem(recording_stem)}.jsonl" == expected
 
 
 def test_migrate_does_not_import_the_cli_package_back() -> None:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._cassette import RECORDING_ESCAPES, cassette_stem
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._foreign import sniff
 
@@ -57,10 +58,6 @@ LOOSE_RULES = "sakura_http.Rules.method_and_url()"
 
 _FOREIGN_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 _SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", "build", "dist"}
-# pytest-recording's file-name escapes (get_default_cassette_name) and the plugin's
-# (sakura_http.pytest_plugin.default_cassette_name; tests/test_cli_migrate.py keeps them equal).
-_RECORDING_UNSAFE = "<>?%*:|\"'/\\"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._,=+\-\[\]]+")
 _SDK_CLIENT = re.compile(r"\b(?:Async)?(?:Anthropic|OpenAI|AzureOpenAI)\s*\(")
 # Clients patch_clients does not cover (it covers httpx, httpx2, requests and aiohttp).
 _OTHER_CLIENTS = re.compile(r"^\s*(?:import|from)\s+(urllib3|boto3)\b", re.M)
@@ -172,11 +169,6 @@ def _fixtures_for(path: Path, root: Path) -> Path:
         if parent == root:
             break
     return root / "tests" / "fixtures"
-
-
-def _sakura_name(stem: str) -> str:
-    """A pytest-recording default cassette stem as the plugin names the test's cassette."""
-    return _UNSAFE.sub("-", stem)
 
 
 def _dotted(node: Any) -> str | None:
@@ -509,7 +501,7 @@ def _transformer_class() -> Any:
                 if given:
                     target = self.module.fixtures / Path(given).with_suffix(".jsonl")
                 else:
-                    stem = _sakura_name(source.stem)
+                    stem = cassette_stem(source.stem)  # as the plugin names the test's
                     target = self.module.fixtures / self.module.stem / f"{stem}.jsonl"
                 if source.is_file():
                     self.plan.moves.append(CassetteMove(source, target, where))
@@ -574,8 +566,7 @@ def _transformer_class() -> Any:
 
         def _default_sources(self, name: str) -> list[tuple[Path, str]]:
             base = ".".join([*(c for c, _ in self.classes), name])
-            for char in _RECORDING_UNSAFE:
-                base = base.replace(char, "-")
+            base = base.translate(RECORDING_ESCAPES)  # pytest-recording's name of the test
             folder = self.module.cassettes
             if not folder.is_dir():
                 return [(folder / f"{base}.yaml", "")]

@@ -3,13 +3,12 @@ it escapes), the default name of a test's cassette, and paths as the summary sho
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from pathlib import Path, PurePath, PureWindowsPath
 
 import pytest
 
+from .._cassette import cassette_stem
 from .._exceptions import ConfigurationError
 from ._state import plugin_state
 
@@ -72,21 +71,14 @@ def resolve_cassette_path(folder: Path, name: str | os.PathLike[str]) -> Path:
     return candidate
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._,=+\-\[\]]+")
-
-
 def default_cassette_name(item: pytest.Item) -> str:
     """``<test module stem>/<test name>.jsonl``; a test in a class is ``<Class>.<test name>``,
-    and characters that are not file-safe in parametrize ids become ``-``."""
+    and characters that are not file-safe in parametrize ids become ``-`` (`cassette_stem`)."""
     name = item.name
     cls = getattr(item, "cls", None)
     if cls is not None:
         name = f"{cls.__name__}.{name}"
-    safe = _UNSAFE.sub("-", name)
-    if len(safe) > 150:  # file names are limited to 255 bytes: keep it short and unique
-        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-        safe = f"{safe[:130]}-{digest}"
-    return f"{item.path.stem}/{safe}.jsonl"
+    return f"{item.path.stem}/{cassette_stem(name)}.jsonl"
 
 
 def display(path: str | os.PathLike[str], root: Path) -> str:
