@@ -206,7 +206,8 @@ def record_steps(
     once the caller closed the body.  A network error sending the request is recorded as a
     fault exchange (under `record_errors`) and raised again; a body that fails to read or to
     decode, or an exchange the write pipeline refuses, closes the live response, commits
-    nothing and is raised.
+    nothing (a re-recording is then incomplete: `CassetteSession.fail_rerecording`) and is
+    raised.
     """
     recorder = user.recorder(data, sent_url)
     try:
@@ -243,6 +244,11 @@ def record_steps(
     except GeneratorExit:
         raise  # a stream nobody closed, dropped: nothing to close, nothing is written
     except BaseException:
+        # Answered but not written (the body broke off, was too large or failed to decode, the
+        # read was cancelled, the pipeline refused it): a re-recording (mode "all") without this
+        # exchange is incomplete, and keeps the old cassette when it ends, even if the caller
+        # caught the error and closes cleanly.
+        user.session.fail_rerecording()
         yield Close(response)
         raise
     try:

@@ -453,3 +453,29 @@ def test_finishing_one_exchange_enters_the_pipeline_once_and_decides_nothing_bes
     )
     beside = [name.partition(":")[2] for name in finishing["beside_pipeline"]]
     assert [name for name in beside if not name.startswith(capture)] == []
+
+
+# --- a re-recording loses no exchange to a failed body ------------------------------------------
+
+
+@pytest.mark.parametrize("stream_through", [False, True])
+def test_a_body_that_fails_to_read_keeps_the_old_cassette_in_a_rerecording(
+    tmp_path: Path, stream_through: bool
+) -> None:
+    """Mode all: the old cassette holds two answers to the request; re-recorded, the second
+    body breaks off, the code under test catches the error and closes cleanly.  The
+    re-recording lacks that exchange (nothing is committed for a broken body), so replacing the
+    old cassette with it would lose one: the old cassette stays, byte for byte."""
+    path = tmp_path / "c.jsonl"
+    first = _user(tmp_path)
+    _drive(_steps(first), [b"recorded 1"])
+    _drive(_steps(first), [b"recorded 2"])
+    first.close()
+    before = path.read_bytes()
+    config = CassetteConfig(mode="all", stream_through=stream_through)
+    user = CassetteSession.open(path, config, can_record=True)
+    _drive(_steps(user), [b"live 1"], stop_at=99)
+    _, raised = _drive(_steps(user), [b"one "], read_error=OSError("connection reset"))
+    assert isinstance(raised, OSError)
+    user.close()  # cleanly: the caller caught the error
+    assert path.read_bytes() == before
