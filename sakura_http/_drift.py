@@ -44,9 +44,10 @@ from typing import Any, Literal
 import orjson
 
 from ._config import DEFAULT_SECRET_QUERY_PARAMS
+from ._exchange import is_json_type, media_type
 from ._format import Exchange
-from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS, Matcher, MatchKey, _is_json
-from ._rules import LLM_VOLATILE_RESPONSE_HEADERS
+from ._matching import DEFAULT_IGNORE_HEADERS, HOP_BY_HOP_HEADERS, Matcher, MatchKey
+from ._rules import LLM_VOLATILE_RESPONSE_HEADERS, header_wildcards
 from ._shown import shown_url
 
 __all__ = [
@@ -65,7 +66,7 @@ __all__ = [
 
 #: Response header names left out of the comparison: set anew on every call (the `Rules.llm()`
 #: set, rate limits), framing that depends on how the body travelled, and the request headers
-#: recording ignores.  An entry ending in "*" is a prefix.
+#: recording ignores.  A "*" matches any run of characters (`header_wildcards`).
 VOLATILE_RESPONSE_HEADERS = frozenset(
     {
         *LLM_VOLATILE_RESPONSE_HEADERS,
@@ -155,8 +156,9 @@ def compare_responses(
 ) -> list[Difference]:
     """How `live`'s response shape differs from `recorded`'s (empty: the same shape).
 
-    `ignore_headers` (lower-case names, "*" at the end for a prefix) are left out of the header
-    comparison besides `VOLATILE_RESPONSE_HEADERS`.  Exchanges without a status (a recorded
+    `ignore_headers` (header names, where ``*`` matches any run of characters, as in
+    `Rules.ignore_headers`: `header_wildcards`) are left out of the header comparison besides
+    `VOLATILE_RESPONSE_HEADERS`.  Exchanges without a status (a recorded
     transport failure) compare by status only: None against a status is drift.
     """
     if recorded.status is None or live.status is None:
@@ -165,19 +167,19 @@ def compare_responses(
         return [Difference("status", "response.status", _status(recorded), _status(live))]
     if recorded.status // 100 != live.status // 100:
         return [Difference("status", "response.status", str(recorded.status), str(live.status))]
-    ignored = [*VOLATILE_RESPONSE_HEADERS, *(name.lower() for name in ignore_headers)]
+    ignored = VOLATILE_RESPONSE_HEADERS | {name.lower() for name in ignore_headers}
     old_names = _header_names(recorded.response_headers, ignored)
     new_names = _header_names(live.response_headers, ignored)
     out = [Difference("header removed", name) for name in sorted(old_names - new_names)]
     out.extend(Difference("header added", name) for name in sorted(new_names - old_names))
-    old_type = _media_type(recorded.response_headers)
-    new_type = _media_type(live.response_headers)
+    old_type = media_type(recorded.response_headers)
+    new_type = media_type(live.response_headers)
     if old_type != new_type:
         out.append(Difference("content type", "content-type", old_type or "(none)", new_type))
         return out
     if recorded.truncated or not recorded.response_body:
         return out
-    if _is_json(old_type):
+    if is_json_type(old_type):
         try:
             old = orjson.loads(recorded.response_body)
         except orjson.JSONDecodeError:
@@ -325,19 +327,14 @@ def _status(exchange: Exchange) -> str:
     return "a transport failure" if exchange.status is None else str(exchange.status)
 
 
-def _ignored(name: str, patterns: list[str]) -> bool:
-    return any(name.startswith(p[:-1]) if p.endswith("*") else name == p for p in patterns)
-
-
-def _header_names(headers: Iterable[tuple[str, str]], ignored: list[str]) -> set[str]:
-    return {name.lower() for name, _ in headers if not _ignored(name.lower(), ignored)}
-
-
-def _media_type(headers: Iterable[tuple[str, str]]) -> str:
-    for name, value in headers:
-        if name.lower() == "content-type":
-            return value.partition(";")[0].strip().lower()
-    return ""
+def _header_names(headers: Iterable[tuple[str, str]], ignored: frozenset[str]) -> set[str]:
+    """The names of `headers` that `ignored` (names and patterns, `header_wildcards`) leaves."""
+    wildcards = header_wildcards(ignored)
+    return {
+        name
+        for name in (name.lower() for name, _ in headers)
+        if name not in ignored and (wildcards is None or wildcards.fullmatch(name) is None)
+    }
 
 
 def _kind(value: Any) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, NamedTuple
@@ -25,6 +25,8 @@ __all__ = [
     "check_chunks",
     "check_names",
     "check_timings",
+    "is_json_type",
+    "media_type",
     "new_exchange",
     "reason_phrase",
     "unspellable_name",
@@ -194,3 +196,20 @@ def reason_phrase(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
+
+
+def media_type(headers: Iterable[tuple[str, str]]) -> str:
+    """The media type of the first ``content-type`` header (names lower-case, as `Headers`
+    holds them), lower-case and without its parameters: "" when there is none."""
+    for name, value in headers:
+        if name == "content-type":
+            return value.partition(";")[0].strip().lower()
+    return ""
+
+
+def is_json_type(content_type: str) -> bool:
+    """Whether a ``content-type`` value (its parameters allowed) says JSON:
+    ``application/json`` or a ``+json`` type such as ``application/problem+json``.  Matching,
+    scrubbing, the drift check and convert all ask this."""
+    mime = content_type.partition(";")[0].strip().lower()
+    return mime == "application/json" or mime.endswith("+json")

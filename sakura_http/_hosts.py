@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["HostList", "split_host_entry"]
+__all__ = ["DEFAULT_PORTS", "HostList", "split_host_entry"]
+
+#: The port a URL of each scheme means when it names none (dropped from a canonical URL).
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 def split_host_entry(entry: str) -> tuple[str, int | None]:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from ._exchange import RequestData
 from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
+from ._hosts import DEFAULT_PORTS
 from ._httpx_internals import (
     RESPONSE_DECODER,
     has_content,
@@ -31,8 +32,6 @@ from ._matching import canonical_url
 from ._streams import ReplayStream, TeeStream
 
 __all__ = ["DefaultOuter", "HttpLibrary", "library_of", "url_host_port"]
-
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
 class HttpLibrary(NamedTuple):
@@ -270,7 +269,7 @@ _UNKNOWN = ((b"", b"content-encoding", b""),)  # headers kept otherwise: never t
 
 def url_host_port(url: Any) -> tuple[str, int | None]:
     """An httpx URL's host and port, the scheme's default port when none is written."""
-    return url.host, url.port or _DEFAULT_PORTS.get(url.scheme)
+    return url.host, url.port or DEFAULT_PORTS.get(url.scheme)
 
 
 def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | None]:
@@ -288,7 +287,7 @@ def _url_view(url: Any, secret_params: frozenset[str]) -> tuple[str, str, int | 
     except (AttributeError, ValueError):  # not the httpx URL this was written for
         return canonical_url(str(url), secret_params), *url_host_port(url)
     shown_host = url.host if host.startswith("xn--") else host  # httpx decodes an IDNA host
-    default_port = _DEFAULT_PORTS.get(scheme)
+    default_port = DEFAULT_PORTS.get(scheme)
     if userinfo or fragment is not None or ":" in host:
         return canonical_url(str(url), secret_params), shown_host, port or default_port
     text = f"{scheme}://{host}{path}" if port is None else f"{scheme}://{host}:{port}{path}"

@@ -30,10 +30,11 @@ import idna
 import orjson
 
 from ._advice import Advice
-from ._exchange import RequestData
+from ._exchange import RequestData, is_json_type
 from ._format import Exchange, Headers
+from ._hosts import DEFAULT_PORTS
 from ._policy import is_credential_header, shown_header_value, shown_url
-from ._rules import Rules
+from ._rules import Rules, header_wildcards
 
 __all__ = [
     "DEFAULT_IGNORE_HEADERS",
@@ -83,7 +84,6 @@ _BOUNDARY_TOKEN = b"<boundary>"
 #: What a secret value is written as.
 REDACTED = "<redacted>"
 
-_DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = r"%([0-9A-Fa-f]{2})"  # compiled on first use (`re`'s cache), not on import
 # Decoded in the canonical form: the unreserved characters, and "<" and ">", which httpx escapes
 # but which carry no meaning in a URL, so the `<redacted>` a cassette holds matches the
@@ -132,7 +132,7 @@ def canonical_url(url: str, secret_params: frozenset[str] = frozenset()) -> str:
     plain = _PLAIN_URL.fullmatch(url)
     if plain is not None:
         scheme, port, query = plain.groups()
-        if (port is None or int(port) != _DEFAULT_PORTS[scheme]) and not (
+        if (port is None or int(port) != DEFAULT_PORTS[scheme]) and not (
             query is not None and secret_params
         ):
             return url
@@ -149,7 +149,7 @@ def _canonical_url(url: str, secret_params: frozenset[str]) -> str:
     scheme = parts.scheme.lower()
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else _ascii_host(host)  # IPv6 addresses in brackets
-    netloc = host if port is None or _DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
+    netloc = host if port is None or DEFAULT_PORTS.get(scheme) == port else f"{host}:{port}"
     escape = re.compile(_ESCAPE)
     path = escape.sub(_normalize_escape, parts.path)
     query = escape.sub(_normalize_escape, parts.query)
@@ -188,17 +188,12 @@ def _boundary(content_type: str) -> str | None:
     return None
 
 
-def _is_json(content_type: str) -> bool:
-    mime = content_type.partition(";")[0].strip().lower()
-    return mime == "application/json" or mime.endswith("+json")
-
-
 def normalized_body(headers: Iterable[tuple[str, str]], body: bytes) -> bytes:
     """The body as compared: canonical JSON, or multipart with its boundary replaced."""
     if not body:
         return body
     content_type = _content_type(headers)
-    if _is_json(content_type):
+    if is_json_type(content_type):
         try:
             return orjson.dumps(orjson.loads(body), option=orjson.OPT_SORT_KEYS)
         except (orjson.JSONDecodeError, TypeError):
@@ -240,16 +235,12 @@ class Matcher:
 
     def __post_init__(self) -> None:
         ignore = self.ignore | self.rules.ignore_headers
-        patterns = sorted(entry for entry in ignore if "*" in entry)
-        alternatives = (".*".join(map(re.escape, entry.split("*"))) for entry in patterns)
         object.__setattr__(
             self, "_hash", hash((self.ignore, self.secret, self.secret_query, self.rules))
         )
         object.__setattr__(self, "_has_rules", self.rules.changes_values())
         object.__setattr__(self, "_names", HOP_BY_HOP_HEADERS | self.secret | ignore)
-        object.__setattr__(
-            self, "_pattern", re.compile("|".join(alternatives)) if patterns else None
-        )
+        object.__setattr__(self, "_pattern", header_wildcards(ignore))
 
     def _ignored(self, name: str) -> bool:
         if name in self._names:
@@ -368,7 +359,7 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 def _pretty(headers: Headers, body: bytes) -> list[str]:
-    if _is_json(_content_type(headers)):
+    if is_json_type(_content_type(headers)):
         try:
             text = orjson.dumps(
                 orjson.loads(body), option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2
@@ -667,7 +658,7 @@ def _header_parts(request: Headers, recorded: Headers) -> list[_Part]:
 
 def _json(side: Compared) -> object:
     """The parsed JSON body of one side (`_MISSING` when it is not JSON)."""
-    if not side.body or not _is_json(_content_type(side.headers)):
+    if not side.body or not is_json_type(_content_type(side.headers)):
         return _MISSING
     try:
         return orjson.loads(side.body)

@@ -30,6 +30,7 @@ from typing import Any, AnyStr
 import orjson
 
 from ._exceptions import ConfigurationError
+from ._exchange import is_json_type, media_type
 from ._format import Exchange, Headers
 from ._policy import charset_of
 
@@ -39,6 +40,7 @@ __all__ = [
     "JsonPath",
     "Rules",
     "Scrub",
+    "header_wildcards",
     "scrub_chunked",
     "scrub_written",
     "with_notes",
@@ -386,7 +388,7 @@ class Rules:
         if self.ignore_body:
             return b""
         body = self.scrub_body(headers, body)
-        if self.ignore_json and body and _is_json(headers):
+        if self.ignore_json and body and is_json_type(media_type(headers)):
             try:
                 value = orjson.loads(body)
             except orjson.JSONDecodeError:
@@ -449,6 +451,18 @@ def _header_names(names: Iterable[str]) -> frozenset[str]:
     return frozenset(kept)
 
 
+def header_wildcards(names: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern for the entries of `names` (lower-case header names, as
+    `Rules.ignore_headers` holds them) that hold a ``*``, which matches any run of characters
+    wherever it stands (``x-debug-*``, ``x-*-id``; ``"*"`` alone: every name): `fullmatch` a
+    lower-case name against it.  None when no entry holds one.  Matching (`Matcher`) and
+    verify (`_drift`, its volatile headers and ``--ignore-header``) both read patterns so."""
+    patterns = sorted(entry for entry in names if "*" in entry)
+    if not patterns:
+        return None
+    return re.compile("|".join(".*".join(map(re.escape, entry.split("*"))) for entry in patterns))
+
+
 def _literal(value: AnyStr) -> Callable[[re.Match[AnyStr]], AnyStr]:
     """A `re.sub` replacement inserting `value` as it is (no backslash processing)."""
     return lambda _match: value
@@ -459,14 +473,6 @@ def _replacement(rules: Rules, name: str) -> str:
         if step.kind == "query" and name in step.names:
             return step.replacement
     return SCRUBBED
-
-
-def _is_json(headers: Headers) -> bool:
-    for name, value in headers:
-        if name == "content-type":
-            mime = value.partition(";")[0].strip().lower()
-            return mime == "application/json" or mime.endswith("+json")
-    return False
 
 
 def _rewrite_query(url: str, change: Callable[[str, str], str | None]) -> str:
@@ -673,7 +679,7 @@ def _scrub_json_body(
     """The whole body re-serialized with the paths scrubbed, or None when it is not one JSON
     document naming a scrubbed key (see `_scrub_json_lines`).  A body a JSON content type
     announces is re-serialized whenever orjson reads it, as it always was."""
-    if _is_json(headers):
+    if is_json_type(media_type(headers)):
         parsed = _parsed(body)
         if parsed is not None:
             return _scrubbed(parsed, paths)

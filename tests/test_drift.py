@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,7 @@ from sakura_http._drift import (
 )
 from sakura_http._format import Exchange
 from sakura_http._matching import DEFAULT_IGNORE_HEADERS, Matcher
-from sakura_http._rules import LLM_VOLATILE_RESPONSE_HEADERS
+from sakura_http._rules import LLM_VOLATILE_RESPONSE_HEADERS, Rules
 
 JSON = (("content-type", "application/json"),)
 SSE = (("content-type", "text/event-stream"),)
@@ -219,6 +220,18 @@ def test_header_names_added_or_removed_are_drift_the_volatile_ones_are_not() -> 
 def test_ignored_headers_are_left_out_names_or_prefixes() -> None:
     live = answer(MESSAGE, (*JSON, ("x-trace-id", "1"), ("x-debug", "1")))
     assert compare_responses(answer(MESSAGE), live, ignore_headers=["X-Trace-*", "x-debug"]) == []
+
+
+@pytest.mark.parametrize("pattern", ["x-debug-*", "*", "x-*-id", "*-id", "x-debug"])
+@pytest.mark.parametrize("name", ["x-debug-level", "x-run-id", "x-debug", "accept-language"])
+def test_an_ignored_header_pattern_means_what_it_means_in_matching(pattern: str, name: str) -> None:
+    # verify (`--ignore-header`, `ignore_headers=`) and matching (`Rules(ignore_headers=...)`)
+    # read a pattern the same way: "*" matches any run of characters, wherever it stands.
+    matcher = Matcher(ignore=frozenset(), secret=frozenset(), rules=Rules(ignore_headers=[pattern]))
+    ignored_by_matching = matcher.ordinary_headers(((name, "1"),)) == ()
+    live = answer(MESSAGE, (*JSON, (name, "1")))
+    ignored_by_verify = compare_responses(answer(MESSAGE), live, ignore_headers=[pattern]) == []
+    assert ignored_by_verify == ignored_by_matching
 
 
 def test_a_content_type_change_is_drift_its_parameters_are_not() -> None:

@@ -9,7 +9,13 @@ import datetime
 import pytest
 
 from sakura_http import Exchange, FaultInfo
-from sakura_http._exchange import RequestData, new_exchange, reason_phrase
+from sakura_http._exchange import (
+    RequestData,
+    is_json_type,
+    media_type,
+    new_exchange,
+    reason_phrase,
+)
 
 URL = "https://api.example.test/v1/items"
 EXCHANGE = Exchange("GET", URL, (("accept", "*/*"),), b"", 200, response_body=b"ok")
@@ -115,3 +121,24 @@ def test_request_data_is_a_value_with_named_parts() -> None:
 )
 def test_reason_phrase_is_the_standard_librarys_or_empty(status: int, phrase: str) -> None:
     assert reason_phrase(status) == phrase
+
+
+def test_media_type_is_the_first_content_type_without_parameters() -> None:
+    headers = (("accept", "text/html"), ("content-type", "Application/JSON; charset=utf-8"))
+    assert media_type((*headers, ("content-type", "text/plain"))) == "application/json"
+    assert media_type((("accept", "text/html"),)) == ""
+
+
+@pytest.mark.parametrize(
+    ("content_type", "json"),
+    [
+        ("application/json", True),
+        ("application/problem+json; charset=utf-8", True),
+        (" APPLICATION/JSON ", True),
+        ("application/jsonl", False),
+        ("text/json-ish", False),
+        ("", False),
+    ],
+)
+def test_is_json_type_takes_json_and_plus_json(content_type: str, json: bool) -> None:
+    assert is_json_type(content_type) is json

@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from .._exchange import is_json_type, media_type
 from .._format import Headers
 from .._policy import names_a_secret, shown_value
 
@@ -416,14 +417,10 @@ def _text_or_bytes(value: Any, what: str) -> bytes:
     raise _Bad(f"{what} must be text, !!binary bytes or null, not {type(value).__name__}")
 
 
-def _content_type(headers: Headers) -> str:
-    return next((v for n, v in headers if n == "content-type"), "").partition(";")[0].strip()
-
-
 def _mapping_request_body(body: Mapping[Any, Any], headers: Headers) -> bytes:
     """vcrpy's aiohttp stub stores `data=`/`json=` arguments as the mapping itself."""
-    mime = _content_type(headers).lower()
-    if mime == "application/json" or mime.endswith("+json"):
+    mime = media_type(headers)
+    if is_json_type(mime):
         return json.dumps(body).encode("utf-8")  # as aiohttp serializes json=
     if mime == "application/x-www-form-urlencoded":
         return urllib.parse.urlencode(list(body.items()), doseq=True).encode("ascii")

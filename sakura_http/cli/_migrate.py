@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from .._cassette import RECORDING_ESCAPES, cassette_stem
+from .._hosts import DEFAULT_PORTS
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._foreign import sniff
 
@@ -61,7 +62,6 @@ _SKIPPED_DIRS = {"node_modules", "__pycache__", "site-packages", "build", "dist"
 _SDK_CLIENT = re.compile(r"\b(?:Async)?(?:Anthropic|OpenAI|AzureOpenAI)\s*\(")
 # Clients patch_clients does not cover (it covers httpx, httpx2, requests and aiohttp).
 _OTHER_CLIENTS = re.compile(r"^\s*(?:import|from)\s+(urllib3|boto3)\b", re.M)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 #: vcrpy's match_on names that sakura-http's method and URL cover.
 _URL_MATCHERS = {"method", "scheme", "host", "port", "path", "query", "uri"}
 
@@ -884,7 +884,7 @@ def _host(url: str) -> str | None:
     if not parts.hostname:
         return None
     port = parts.port
-    if port is None or port == _DEFAULT_PORTS.get(parts.scheme):
+    if port is None or port == DEFAULT_PORTS.get(parts.scheme):
         return parts.hostname
     return f"{parts.hostname}:{port}"
 

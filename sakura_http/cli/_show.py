@@ -45,6 +45,7 @@ from .._cassette import load_cassette
 from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._exceptions import CassetteFormatError
 from .._exceptions import human_size as _human_size
+from .._exchange import media_type
 from .._format import CassetteContent, Exchange, Headers, encode_exchange, parse_cassette
 from .._matching import pretty_body
 from .._policy import names_a_secret, shown_header_value, shown_url
@@ -145,11 +146,6 @@ def exchange_marks(exchange: Exchange) -> list[str]:
     if exchange.error is not None:
         marks.append(f"error:{exchange.error.type}")
     return marks
-
-
-def _content_type(headers: Headers) -> str:
-    value = next((v for n, v in headers if n == "content-type"), "")
-    return value.partition(";")[0].strip().lower()
 
 
 # --- textconv --------------------------------------------------------------------------------
@@ -282,7 +278,7 @@ def _body_html(title: str, headers: Headers, body: bytes) -> str:
     if not body:
         return ""
     head = f"<h3>{_e(title)} ({_e(human_size(len(body)))})</h3>"
-    if _content_type(headers) == "text/event-stream":
+    if media_type(headers) == "text/event-stream":
         events = _sse_events(body)
         if events is not None:
             return head + "".join(_event_html(i, ev) for i, ev in enumerate(events, start=1))

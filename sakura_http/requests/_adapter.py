@@ -42,6 +42,7 @@ from .._exceptions import CassetteError, hidden_in_tracebacks
 from .._exchange import RequestData, reason_phrase
 from .._format import Exchange, FaultInfo, Headers, header_text
 from .._front_end import CassetteFrontEnd
+from .._hosts import DEFAULT_PORTS
 from .._matching import canonical_url
 from .._session import Plan
 from .._steps import record_steps, run_steps
@@ -57,7 +58,6 @@ __all__ = ["RecordingAdapter"]
 # (the test's own frames and the message say it all); a bug keeps them (`hidden_in_tracebacks`).
 __tracebackhide__ = hidden_in_tracebacks
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 #: What requests raises for a failed connection or exchange: recorded as a fault
 #: (``record_errors=True``), as httpx's `TransportError` is.
@@ -252,7 +252,7 @@ def _host_port(url: str) -> tuple[str, int | None]:
         port = parts.port
     except ValueError:
         port = None
-    return parts.hostname or "", port or _DEFAULT_PORTS.get(parts.scheme)
+    return parts.hostname or "", port or DEFAULT_PORTS.get(parts.scheme)
 
 
 def _header_value(value: str | bytes) -> str:
