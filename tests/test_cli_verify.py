@@ -643,3 +643,23 @@ def test_update_keeps_the_old_file_when_a_needed_credential_was_not_given(
     assert "updated: re-recorded" not in result.out, result
     assert "(the old file was kept)" in result.out.splitlines()[-2]
     assert cassette.read_bytes() == before
+
+
+def test_a_recorded_request_httpx_cannot_send_fails_and_the_others_are_reported(
+    tmp_path: Path, api: Api, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recorded header value httpx cannot encode (not ASCII) fails that exchange, with the
+    reason; it no longer stops the command with a traceback (after other cassettes were
+    already replaced under --update, unreported).  The cassette keeps its old file."""
+    cassette = record(tmp_path / "c.jsonl", api.url, ("POST", "/v1/messages"))
+    (recorded,) = load_cassette(cassette).exchanges
+    write_cassette(cassette, [replace(recorded, headers=(*recorded.headers, ("x-name", "café")))])
+    before = cassette.read_bytes()
+    api.routes["/v1/messages"] = (200, "application/json", orjson.dumps({**MESSAGE, "new": 1}))
+    result = verify(capsys, api, cassette, "--update")
+    assert result.code == 1, result
+    assert result.out.splitlines()[1].startswith(
+        f"  #1 POST {api.url}/v1/messages: failed: the recorded request cannot be sent"
+    ), result
+    assert result.out.splitlines()[-1].endswith("0 drifted, 1 failed, 0 skipped")
+    assert cassette.read_bytes() == before

@@ -177,6 +177,13 @@ def _verify_exchange(
         response = client.request(recorded.method, url, headers=headers, content=recorded.body)
     except (httpx.HTTPError, CassetteError) as exc:  # CassetteError: --update's recording
         return Checked(index, recorded, "failed", reason=f"{type(exc).__name__}: {exc}")
+    except UnicodeEncodeError as exc:  # a recorded header value httpx sends only as ASCII
+        return Checked(
+            index,
+            recorded,
+            "failed",
+            reason=f"the recorded request cannot be sent (a header value is not ASCII: {exc})",
+        )
     live = Exchange(
         method=recorded.method,
         url=recorded.url,
