@@ -536,7 +536,7 @@ class ProxyServer:
         if whole is not None and any(name == b"content-length" for name, _ in headers):
             # Framed by its length, the chunk boundaries are invisible to the client: the head
             # and the body go out in as few writes as can be, the body never copied (the
-            # replay hot path).
+            # replay hot path: benchmark measure 10, the proxy against mitmdump).
             await wire.send_whole(response, whole)
             return
         await wire.send(response)
