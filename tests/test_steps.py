@@ -479,3 +479,42 @@ def test_a_body_that_fails_to_read_keeps_the_old_cassette_in_a_rerecording(
     assert isinstance(raised, OSError)
     user.close()  # cleanly: the caller caught the error
     assert path.read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_a_read_cancelled_by_the_caller_keeps_the_old_cassette_in_a_rerecording(
+    tmp_path: Path,
+) -> None:
+    """Mode all, asyncio and trio: the second request's body is half read when the code under
+    test gives up on it (a timeout it handles); the block then ends cleanly.  Nothing was
+    committed for that request, so the old cassette stays, byte for byte."""
+    path = tmp_path / "c.jsonl"
+    first = _user(tmp_path)
+    _drive(_steps(first), [b"recorded 1"])
+    _drive(_steps(first), [b"recorded 2"])
+    first.close()
+    before = path.read_bytes()
+    halfway = anyio.Event()
+
+    async def body() -> Any:
+        yield b"live "
+        halfway.set()
+        await anyio.sleep_forever()
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/slow":
+            return httpx.Response(200, content=body())
+        return httpx.Response(200, content=b"live 1")
+
+    transport = RecordingTransport(path, outer=httpx.MockTransport(answer), mode="all")
+    async with transport, httpx.AsyncClient(transport=transport) as client:
+        await client.get(URL)
+        async with anyio.create_task_group() as group:
+
+            async def give_up() -> None:
+                await halfway.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(give_up)
+            await client.get("http://api.test/slow")
+    assert path.read_bytes() == before
