@@ -247,6 +247,7 @@ def test_help_lists_every_flag() -> None:
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
         "--shutdown-timeout", "--header-timeout", "--idle-timeout", "--ignore-header",
         "--max-body-bytes", "--scrub-response-header", "--llm", "--rules", "--cassette-dir",
+        "--allow-header", "--secret-query-param",
     ):  # fmt: skip
         assert flag in out
     from sakura_http.proxy import (
@@ -309,6 +310,31 @@ def test_max_body_bytes_from_the_command(tmp_path: Path, upstream: Upstream) -> 
         "body; restart the proxy with `--max-body-bytes 2000`"
     )
     assert urls(cassette) == [f"{upstream.url}/big?size=1000"]
+
+
+def test_allow_header_and_secret_query_param_from_the_command(
+    tmp_path: Path, upstream: Upstream
+) -> None:
+    # serve(allow_headers=..., secret_query_params=...) as flags: a header of credential shape
+    # that is not one is recorded as sent; a query parameter named secret is redacted, on top
+    # of the default ones (sig).
+    cassette = tmp_path / "allowed.jsonl"
+    proxy = ProxyProcess(
+        str(cassette), "--upstream", upstream.url, "--mode", "new_episodes",
+        "--allow-header", "x-token-count", "--secret-query-param", "ticket",
+    )  # fmt: skip
+    live = httpx.get(
+        f"{proxy.url}/v1/items?ticket=t-123&sig=s-456&page=1",
+        headers={"x-token-count": "5"},
+        timeout=HANG_GUARD,
+    )
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert live.status_code == 200, live.text
+    [written] = [json.loads(line) for line in cassette.read_text().splitlines()[1:]]
+    assert ["x-token-count", "5"] in written["headers"]
+    assert written["url"] == f"{upstream.url}/v1/items?ticket=<redacted>&sig=<redacted>&page=1"
+    assert b"t-123" not in cassette.read_bytes()
 
 
 def _response_headers(cassette: Path) -> list[dict[str, str]]:

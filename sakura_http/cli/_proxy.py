@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from .._config import DEFAULT_SECRET_QUERY_PARAMS
 from .._rules import Rules, Scrub
 from ._usage import UsageError
 
@@ -104,6 +105,13 @@ def _rules(args: argparse.Namespace) -> Rules:
     return rules
 
 
+def _secret_query_params(args: argparse.Namespace) -> dict[str, Any]:
+    """``--secret-query-param`` adds to the default secret query parameters, never replaces them."""
+    if not args.secret_query_params:
+        return {}
+    return {"secret_query_params": DEFAULT_SECRET_QUERY_PARAMS | set(args.secret_query_params)}
+
+
 def _upstream(values: list[str] | None) -> str | dict[str, str] | None:
     """``--upstream URL`` once, or ``--upstream NAME=URL`` once or more (served on /NAME/)."""
     if not values:
@@ -159,7 +167,15 @@ def _proxy(args: argparse.Namespace) -> int:
             stream_through=args.stream_through,
             record_timings=args.record_timings,
             replay_latency=args.replay_latency,
-            **_given(args, "shutdown_timeout", "header_timeout", "idle_timeout", "max_body_bytes"),
+            **_given(
+                args,
+                "shutdown_timeout",
+                "header_timeout",
+                "idle_timeout",
+                "max_body_bytes",
+                "allow_headers",
+            ),
+            **_secret_query_params(args),
         )
     except proxy.RecordingIncomplete as exc:  # not a usage error: the run itself fell short
         sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
@@ -233,6 +249,24 @@ def add_proxy_commands(
         default=[],
         metavar="NAME",
         help="a header forwarded but never written or matched (repeatable)",
+    )
+    proxy.add_argument(
+        "--allow-header",
+        dest="allow_headers",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a header that looks like a credential but is not: recorded and matched as sent "
+        "(repeatable)",
+    )
+    proxy.add_argument(
+        "--secret-query-param",
+        dest="secret_query_params",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a query parameter whose value is written as <redacted>, on top of the default "
+        "ones (sig, token, api_key, ...) (repeatable)",
     )
     proxy.add_argument(
         "--record-host",
