@@ -44,6 +44,7 @@ __all__ = [
     "AtomicRecording",
     "append_lines",
     "cassette_stem",
+    "default_fixtures_folder",
     "load_cassette",
     "locked",
     "open_for_writing",
@@ -74,6 +75,18 @@ def cassette_stem(name: str) -> str:
         digest = hashlib.sha256(escaped.encode()).hexdigest()[:12]
         safe = f"{safe[:130]}-{digest}"
     return safe
+
+
+def default_fixtures_folder(test_path: Path, root: Path) -> Path:
+    """Where a test file's cassettes live unless configured (the pytest plugin's default, and
+    where `sakura-http migrate` moves them): ``fixtures/`` in the nearest ancestor folder named
+    ``tests`` within `root`, else ``<root>/tests/fixtures``.  The folder is not created."""
+    for parent in test_path.parents:
+        if parent.name == "tests":
+            return parent / "fixtures"
+        if parent == root:
+            break
+    return root / "tests" / "fixtures"
 
 
 if sys.platform == "win32":  # pragma: no cover - exercised on Windows only

@@ -25,6 +25,7 @@ from sakura_http._cassette import (
     AtomicRecording,
     append_lines,
     cassette_stem,
+    default_fixtures_folder,
     load_cassette,
     remove_stray_recording,
 )
@@ -455,3 +456,16 @@ def test_a_long_cassette_stem_is_cut_and_stays_unique() -> None:
     assert len(first) == len(second) == 143 and first[:130] == second[:130] and first != second
     # The digest is of pytest-recording's name: its cassette's file name gives the same stem.
     assert cassette_stem("test_a[" + "/" * 200 + "]") == cassette_stem("test_a[" + "-" * 200 + "]")
+
+
+def test_the_default_fixtures_folder_is_beside_the_nearest_tests_folder(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    nested = root / "tests" / "unit" / "test_x.py"
+    assert default_fixtures_folder(nested, root) == root / "tests" / "fixtures"
+    inner = root / "pkg" / "tests" / "test_y.py"
+    assert default_fixtures_folder(inner, root) == root / "pkg" / "tests" / "fixtures"
+    # A "tests" folder above the root does not count.
+    outside = tmp_path / "tests" / "project" / "src" / "test_z.py"
+    assert default_fixtures_folder(outside, tmp_path / "tests" / "project") == (
+        tmp_path / "tests" / "project" / "tests" / "fixtures"
+    )

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._cassette import RECORDING_ESCAPES, cassette_stem
+from .._cassette import RECORDING_ESCAPES, cassette_stem, default_fixtures_folder
 from .._hosts import DEFAULT_PORTS
 from ._convert import ConvertResult, VcrImportError, convert_file
 from ._foreign import sniff
@@ -158,17 +158,6 @@ def _is_test_module(path: Path) -> bool:
     return path.suffix == ".py" and (
         fnmatch.fnmatch(path.name, "test_*.py") or fnmatch.fnmatch(path.name, "*_test.py")
     )
-
-
-def _fixtures_for(path: Path, root: Path) -> Path:
-    """The plugin's default fixtures folder for a test file (`fixtures_folder` without the
-    ini option): fixtures/ in the nearest ancestor named tests, else <root>/tests/fixtures."""
-    for parent in path.parents:
-        if parent.name == "tests":
-            return parent / "fixtures"
-        if parent == root:
-            break
-    return root / "tests" / "fixtures"
 
 
 def _dotted(node: Any) -> str | None:
@@ -917,7 +906,7 @@ def plan_migration(root: Path, scratch: Path) -> MigrationPlan:
             path.stem,
             path.parent / "cassettes" / path.stem,
             _library_dir(module, path.parent, root),
-            _fixtures_for(path, root),
+            default_fixtures_folder(path, root),
         )
         new = module.visit(rewriter(plan, info, _module_marked(module))).code
         if new != text and "pytest.mark.cassette" in new:
@@ -975,7 +964,7 @@ def _orphans(plan: MigrationPlan, files: list[Path]) -> None:
             continue
         if kind is None:
             continue
-        fixtures = _fixtures_for(path, plan.root)
+        fixtures = default_fixtures_folder(path, plan.root)
         anchor = next((p for p in path.parents if p.name == "cassettes"), path.parent)
         target = fixtures / path.relative_to(anchor).with_suffix(".jsonl")
         plan.moves.append(CassetteMove(path, target, f"a {kind} cassette no test names"))

@@ -8,7 +8,7 @@ from pathlib import Path, PurePath, PureWindowsPath
 
 import pytest
 
-from .._cassette import cassette_stem
+from .._cassette import cassette_stem, default_fixtures_folder
 from .._exceptions import ConfigurationError
 from ._state import plugin_state
 
@@ -28,13 +28,7 @@ def fixtures_folder(config: pytest.Config, test_path: Path) -> Path:
     state = plugin_state(config)
     if state.fixtures_option is not None:
         return state.fixtures_option
-    root = state.rootpath
-    for parent in test_path.parents:
-        if parent.name == "tests":
-            return parent / "fixtures"
-        if parent == root:
-            break
-    return root / "tests" / "fixtures"
+    return default_fixtures_folder(test_path, state.rootpath)
 
 
 def resolve_cassette_path(folder: Path, name: str | os.PathLike[str]) -> Path:
