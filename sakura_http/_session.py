@@ -210,6 +210,13 @@ class CassetteSession:
             session._users += 1
         return CassetteUser(session, config, can_record)
 
+    @property
+    def rerecording_kept_old(self) -> bool:
+        """Whether the old cassette will be kept when this session ends, however its users
+        close: an exchange that was sent could not be written (`fail_rerecording`), or a user
+        already closed with ``failed=True``."""
+        return self._failed
+
     def fail_rerecording(self) -> None:
         """Mark a re-recording (mode "all") incomplete: when the last user leaves, the old
         cassette is kept.  Nothing happens in the other modes (appends already written stay)."""

@@ -202,6 +202,12 @@ class CassetteFactory:
             rerecorded = transport.mode is RecordMode.ALL
             if rerecorded and call_passed:
                 self._state.rerecorded_paths.add(os.path.realpath(transport.path))
+        # A passing test's re-recording that lacks an exchange it sent keeps the old cassette.
+        incomplete = {
+            key
+            for key, hold in self._holds.items()
+            if call_passed and hold.session.rerecording_kept_old
+        }
         live_run = self._state.live_run
         drifted: dict[str, list[str]] = {}
         for key, hold in self._holds.items():
@@ -219,13 +225,15 @@ class CassetteFactory:
         for opened in self._opened:
             transport = opened.transport
             rerecorded = transport.mode is RecordMode.ALL
+            kept = rerecorded and os.path.realpath(transport.path) in incomplete
             if transport.appended and live_run is None:  # (--verify writes no cassette)
                 self._state.note(
                     display(transport.path, self._state.rootpath),
                     display(self.folder, self._state.rootpath),
                     transport.appended,
-                    rerecorded and call_passed,
-                    discarded=rerecorded and not call_passed,
+                    rerecorded and call_passed and not kept,
+                    discarded=rerecorded and (not call_passed or kept),
+                    incomplete=kept,
                 )
         seen = exception_chain(excinfo.value) if excinfo is not None else set()
         # The same miss raised again (a client that retried it) is the test's failure, once.

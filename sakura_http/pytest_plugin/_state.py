@@ -35,7 +35,7 @@ __all__ = [
 class Written:
     """What a run wrote into one cassette."""
 
-    __slots__ = ("appended", "discarded", "folder", "rerecorded")
+    __slots__ = ("appended", "discarded", "folder", "incomplete", "rerecorded")
 
     def __init__(self, folder: str) -> None:
         self.folder = folder
@@ -43,6 +43,8 @@ class Written:
         self.rerecorded = False
         #: A re-recording was dropped because its test failed (the old file was kept).
         self.discarded = False
+        #: A re-recording was dropped because an exchange its test sent could not be written.
+        self.incomplete = False
 
 
 @dataclass(eq=False, repr=False)  # compared by identity; no repr compiled at import
@@ -83,12 +85,19 @@ class State:
         return self.effective is not RecordMode.NONE
 
     def note(
-        self, path: str, folder: str, appended: int, rerecorded: bool, discarded: bool = False
+        self,
+        path: str,
+        folder: str,
+        appended: int,
+        rerecorded: bool,
+        discarded: bool = False,
+        incomplete: bool = False,
     ) -> None:
         entry = self.written.setdefault(path, Written(folder))
         entry.appended += appended
         entry.rerecorded = entry.rerecorded or rerecorded
         entry.discarded = entry.discarded or discarded
+        entry.incomplete = entry.incomplete or incomplete
 
 
 STATE = pytest.StashKey[State]()

@@ -31,7 +31,7 @@ _LEDGER_KEY = "sakura_http_played"
 def send_to_controller(workeroutput: dict[str, Any], state: State) -> None:
     """pytest-xdist worker: hand what it recorded and played to the controller."""
     workeroutput[_WORKER_OUTPUT_KEY] = [
-        [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded]
+        [path, entry.folder, entry.appended, entry.rerecorded, entry.discarded, entry.incomplete]
         for path, entry in state.written.items()
     ]
     workeroutput[_LEDGER_KEY] = state.ledger.to_wire()
@@ -41,8 +41,12 @@ def send_to_controller(workeroutput: dict[str, Any], state: State) -> None:
 
 def gather_from_worker(state: State, output: dict[str, Any]) -> None:
     """pytest-xdist controller: add what a worker sent (`send_to_controller`) to `state`."""
-    for path, folder, appended, rerecorded, discarded in output.get(_WORKER_OUTPUT_KEY, ()):
-        state.note(str(path), str(folder), int(appended), bool(rerecorded), bool(discarded))
+    for path, folder, appended, rerecorded, discarded, incomplete in output.get(
+        _WORKER_OUTPUT_KEY, ()
+    ):
+        state.note(
+            str(path), str(folder), int(appended), bool(rerecorded), bool(discarded), incomplete
+        )
     state.ledger.merge(output.get(_LEDGER_KEY, {}))
     if state.live_run is not None:
         state.live_run.merge(output)
@@ -102,9 +106,13 @@ def _summarize_written(terminalreporter: Any, state: State) -> None:
     for path, entry in sorted(state.written.items()):
         count = f"{entry.appended} exchange{'s' if entry.appended != 1 else ''}"
         if entry.discarded and not entry.rerecorded:
+            why = (
+                "an exchange its test sent could not be written"
+                if entry.incomplete
+                else "its test failed"
+            )
             terminalreporter.write_line(
-                f"{path}: re-recording of {count} dropped because its test failed (the old "
-                "file was kept)"
+                f"{path}: re-recording of {count} dropped because {why} (the old file was kept)"
             )
         elif entry.rerecorded:
             terminalreporter.write_line(f"{path}: re-recorded, {count} (replaced the old file)")
