@@ -29,7 +29,7 @@ from sakura_http import (
     load_cassette,
 )
 from sakura_http._matching import Matcher
-from sakura_http._rules import scrub_written
+from sakura_http._rules import header_wildcards, scrub_written
 from tests.drive import Driver
 from tests.test_streaming import IGNORE_HTTPX_ASYNCGEN
 
@@ -987,3 +987,21 @@ def test_rules_scrubs_and_paths_compare_and_hash_by_their_fields() -> None:
     assert repr(Rules(ignore_body=True)).startswith("Rules(ignore_query=frozenset(), ")
     with pytest.raises(dataclasses.FrozenInstanceError):
         Rules().ignore_body = True  # type: ignore[misc]
+
+
+def test_a_star_in_a_header_name_matches_any_run_of_characters() -> None:
+    wildcards = header_wildcards(["x-debug-*", "x-*-id", "accept"])
+    assert wildcards is not None
+    matched = [
+        name
+        for name in ("x-debug-", "x-debug-level", "x-run-id", "x--id", "x-debug", "accept", "x-idx")
+        if wildcards.fullmatch(name)
+    ]
+    # "accept", a name without a "*", is not among the patterns: the caller compares names.
+    assert matched == ["x-debug-", "x-debug-level", "x-run-id", "x--id"]
+    everything = header_wildcards(["*"])
+    assert everything is not None and everything.fullmatch("any-header-at-all")
+    assert header_wildcards(["accept", "x-run"]) is None
+    # Only "*" is special: a "." or "+" in a name stands for itself.
+    dotted = header_wildcards(["x.a*"])
+    assert dotted is not None and dotted.fullmatch("xya") is None
