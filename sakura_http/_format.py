@@ -441,8 +441,20 @@ def _exchange(obj: Any) -> Exchange:
         timings_ms=timings,
         response_header_charset=charset,
         recorded_at=_recorded_at(obj),
-        extra={k: v for k, v in obj.items() if k not in _KNOWN_FIELDS},
+        extra=_extra(obj),
     )
+
+
+def _extra(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields this version keeps without reading them: `secret_headers` (checked: verify
+    reads it), `notes` and any unknown field, as written."""
+    names = obj.get("secret_headers", [])
+    if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+        raise FieldError(
+            "field 'secret_headers' must be a list of header names (the declared secret headers "
+            f"left out of the request), not {shown_value(names)}"
+        )
+    return {k: v for k, v in obj.items() if k not in _KNOWN_FIELDS}
 
 
 def _line_error(path: str | os.PathLike[str], number: int, exc: FieldError) -> CassetteFormatError:

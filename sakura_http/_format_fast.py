@@ -56,6 +56,10 @@ class Line(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     )
     # msgspec reads exactly "YYYY-MM-DD", a real day, as the strict decoder does.
     recorded_at: datetime.date | msgspec.UnsetType = msgspec.UNSET
+    # The names of the declared secret headers left out: on every line of an LLM cassette.
+    secret_headers: list[Annotated[str, msgspec.Meta(min_length=1)]] | msgspec.UnsetType = (
+        msgspec.UNSET
+    )
 
 
 decode_line = msgspec.json.Decoder(Line).decode
@@ -119,6 +123,7 @@ def from_line(
         "utf-8",
         line.id,
         None if line.recorded_at is msgspec.UNSET else line.recorded_at,
+        {} if line.secret_headers is msgspec.UNSET else {"secret_headers": line.secret_headers},
     )
 
 

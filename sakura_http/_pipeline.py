@@ -99,7 +99,9 @@ def drop_secrets(exchange: Exchange, secret_headers: frozenset[str]) -> Exchange
     if len(kept) == len(exchange.headers):
         return exchange
     names = {n for n, _ in exchange.headers if n in secret_headers}
-    names.update(exchange.extra.get("secret_headers", ()))
+    known = exchange.extra.get("secret_headers")  # (a hook may have put anything there)
+    if isinstance(known, list):
+        names.update(n for n in known if isinstance(n, str) and n)
     extra = {**exchange.extra, "secret_headers": sorted(names)}
     return dataclasses.replace(exchange, headers=kept, extra=extra)
 

@@ -109,6 +109,32 @@ def test_recorded_at_takes_no_part_in_equality() -> None:
     assert old != Exchange("GET", "https://api.example.test/", status=201)
 
 
+def test_secret_headers_load_on_the_fast_path_and_are_written_back() -> None:
+    # Every line of an LLM cassette names its dropped credential: not a slow line each.
+    from sakura_http._format_fast import decode_line
+
+    exchange = Exchange(
+        "POST", "https://api.example.test/v1", recorded_at=datetime.date(2026, 12, 1),
+        extra={"secret_headers": ["authorization", "x-api-key"]},
+    )  # fmt: skip
+    line = encode_exchange(exchange)
+    assert line.endswith(b',"secret_headers":["authorization","x-api-key"]}\n')
+    decode_line(line)  # the fast decoder takes it (it refuses what it does not know)
+    for loaded in (decode_exchange(line, P, 2), parse_cassette(HEADER + line, P).exchanges[0]):
+        assert loaded.extra == {"secret_headers": ["authorization", "x-api-key"]}
+        assert encode_exchange(loaded) == line
+
+
+@pytest.mark.parametrize("value", ['"authorization"', "[1]", "null", '{"a":1}', '[""]'])
+def test_a_bad_secret_headers_names_file_and_line(value: str) -> None:
+    good = encode_exchange(Exchange("GET", "https://api.example.test/"))
+    bad = good[:-2] + b',"secret_headers":' + value.encode() + b"}\n"
+    with pytest.raises(CassetteFormatError) as caught:
+        parse_cassette(HEADER + good + bad, P)
+    assert caught.value.line == 3
+    assert str(caught.value).startswith(f"{P}:3: field 'secret_headers' must be a list of")
+
+
 @pytest.mark.parametrize(
     "value", ['"2026-12-01T10:00:00Z"', '"20261201"', '"2026-13-01"', "null", "20261201"]
 )
