@@ -110,7 +110,8 @@ def new_exchange(
     through `object.__setattr__`; the fields' own slot setters, used here, cost a fraction of
     that.  Kept for benchmark row "3. Open a 10,000-exchange cassette" (<= 1.5x the orjson
     floor): built with `Exchange(...)`, opening it took 621 million instructions instead of
-    473 million (docs/performance.md, "Plain code").  Tests hold both ways equal."""
+    483 million, the floor's being 321 million (docs/performance.md, "Plain code").  Tests
+    hold both ways equal."""
     exchange = _new(Exchange)
     _set_method(exchange, method)
     _set_url(exchange, url)
