@@ -42,7 +42,10 @@ class Advice:
 
     def declare_secret(self, header: str) -> str:
         """How to declare a credential header secret (the end of a `CredentialHeaderError`)."""
-        return f'RecordingTransport(..., secret_headers=["{header}"])'
+        return (
+            f'RecordingTransport(..., secret_headers=["{header}"]); if it is not a credential, '
+            f'allow_headers=["{header}"] instead'
+        )
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         """How to store larger bodies (the end of a `BodyTooLargeError`): a `max_body_bytes`

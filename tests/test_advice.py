@@ -147,3 +147,22 @@ def test_a_refusal_uses_the_front_end_s_words(tmp_path: Path) -> None:
 def test_advice_must_be_an_advice(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"advice must be a sakura_http\.Advice"):
         RecordingTransport(tmp_path / "c.jsonl", advice="pytest --record")  # type: ignore[arg-type]
+
+
+#: How each front end spells the allow list, for a header that only looks like a credential.
+ALLOW = {
+    Advice: 'allow_headers=["x-token-count"]',
+    PytestAdvice: "sakura_allow_headers",
+    CommandAdvice: "--allow-header x-token-count",
+    ServeAdvice: 'allow_headers=["x-token-count"]',
+    RequestsAdvice: 'allow_headers=["x-token-count"]',
+    AiohttpAdvice: 'allow_headers=["x-token-count"]',
+}
+
+
+@pytest.mark.parametrize("advice", list(ALLOW), ids=lambda a: a.__name__)
+def test_a_refused_credential_header_is_told_both_ways_out(advice: type[Advice]) -> None:
+    # A header shaped like a credential that is not one (x-token-count) must not be declared
+    # secret (it would leave the cassette and matching): the fix names the allow list too.
+    fix = advice().declare_secret("x-token-count")
+    assert "x-token-count" in fix and ALLOW[advice] in fix, fix

@@ -432,7 +432,8 @@ def add_verify_command(
         action="append",
         default=[],
         metavar="NAME",
-        help="a response header whose presence is not compared (repeatable; NAME* for a prefix)",
+        help="a response header whose presence is not compared: a name, or a pattern such as "
+        "x-ratelimit-* (repeatable)",
     )
     verify.add_argument(
         "--timeout",
