@@ -247,7 +247,8 @@ def test_help_lists_every_flag() -> None:
         "--replay-latency", "--ignore-query", "--ignore-json", "--scrub-json", "--scrub-regex",
         "--shutdown-timeout", "--header-timeout", "--idle-timeout", "--ignore-header",
         "--max-body-bytes", "--scrub-response-header", "--llm", "--rules", "--cassette-dir",
-        "--allow-header", "--secret-query-param",
+        "--allow-header", "--secret-query-param", "--allow-repeats", "--no-allow-repeats",
+        "--record-errors", "--replay-chunk-size", "--upstream-ca", "--upstream-insecure",
     ):  # fmt: skip
         assert flag in out
     from sakura_http.proxy import (
@@ -538,3 +539,54 @@ def test_a_loose_ca_key_is_refused_by_both_commands(tmp_path: Path) -> None:
             "authority is open to others (mode 0644)"
         )
         assert f"Run `chmod 600 {key}`" in result.stderr
+
+
+def test_the_rest_of_serves_options_from_the_command(tmp_path: Path, upstream: Upstream) -> None:
+    # Everything serve() accepts, the command accepts: record_errors, allow_repeats and
+    # replay_chunk_size too.
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nobody = f"http://127.0.0.1:{closed.getsockname()[1]}"  # nothing listens there
+    cassette = tmp_path / "errors.jsonl"
+    proxy = ProxyProcess(str(cassette), "--upstream", nobody, "--mode", "new_episodes",
+                         "--record-errors")  # fmt: skip
+    failed = httpx.get(f"{proxy.url}/v1/items", timeout=HANG_GUARD)
+    code, err = proxy.stop()
+    assert code == 0, err
+    assert failed.status_code == 502, failed.text
+    [written] = [json.loads(line) for line in cassette.read_text().splitlines()[1:]]
+    assert written["error"]["type"] == "ConnectError"
+
+    cassette = tmp_path / "once.jsonl"
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--mode", "new_episodes")
+    httpx.get(f"{proxy.url}/v1/items", timeout=HANG_GUARD)
+    assert proxy.stop()[0] == 0
+    proxy = ProxyProcess(str(cassette), "--upstream", upstream.url, "--no-allow-repeats",
+                         "--replay-chunk-size", "7")  # fmt: skip
+    first = httpx.get(f"{proxy.url}/v1/items", timeout=HANG_GUARD)
+    again = httpx.get(f"{proxy.url}/v1/items", timeout=HANG_GUARD)
+    proxy.stop()
+    assert first.status_code == 200
+    assert again.status_code == 502 and again.headers["x-sakura-http-error"] == "miss"
+
+    bad = cli("proxy", str(cassette), "--replay-chunk-size", "0")
+    assert bad.returncode == 2 and "replay_chunk_size" in bad.stderr, bad.stderr
+
+
+def test_the_upstreams_tls_from_the_command(tmp_path: Path) -> None:
+    # serve(verify=...): the CA bundle that signs the upstream's certificate, or no check.
+    with start_upstream(tls=True, folder=tmp_path) as secure:
+        for args in (["--upstream-ca", str(secure.ca_file)], ["--upstream-insecure"], []):
+            cassette = tmp_path / f"tls{len(args)}{args[0][-4:] if args else ''}.jsonl"
+            proxy = ProxyProcess(
+                str(cassette), "--upstream", secure.url, "--mode", "new_episodes", *args
+            )  # fmt: skip
+            answer = httpx.get(f"{proxy.url}/v1/items", timeout=HANG_GUARD)
+            code, err = proxy.stop()
+            assert code == 0, err
+            if args:
+                assert answer.status_code == 200, (args, answer.text)
+            else:  # the default CAs do not know the test's own CA: refused, and said so
+                assert answer.status_code == 502, answer.text
+    both = cli("proxy", "c.jsonl", "--upstream-ca", "ca.pem", "--upstream-insecure")
+    assert both.returncode == 2 and "not allowed with" in both.stderr, both.stderr

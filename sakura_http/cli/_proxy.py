@@ -52,6 +52,17 @@ def _given(args: argparse.Namespace, *names: str) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
+def _upstream_tls(args: argparse.Namespace) -> dict[str, Any]:
+    """serve()'s `verify`: a CA bundle, no check at all, or (neither given) its default."""
+    if args.upstream_insecure:
+        return {"verify": False}
+    if args.upstream_ca is not None:
+        if not os.path.isfile(args.upstream_ca):
+            raise UsageError(f"--upstream-ca {args.upstream_ca}: no such file")
+        return {"verify": args.upstream_ca}
+    return {}
+
+
 def load_rules(spec: str) -> Rules:
     """The `Rules` object `spec` ("MODULE:NAME") names, for every command's ``--rules`` (proxy,
     verify --update).  The current directory comes first on the import path, as it does for
@@ -174,8 +185,12 @@ def _proxy(args: argparse.Namespace) -> int:
                 "idle_timeout",
                 "max_body_bytes",
                 "allow_headers",
+                "allow_repeats",
+                "record_errors",
+                "replay_chunk_size",
             ),
             **_secret_query_params(args),
+            **_upstream_tls(args),
         )
     except proxy.RecordingIncomplete as exc:  # not a usage error: the run itself fell short
         sys.stderr.write(f"sakura-http proxy: error: {exc}\n")
@@ -318,6 +333,38 @@ def add_proxy_commands(
         metavar="N",
         help="the largest request or response body stored, in bytes (16 MiB); a larger one "
         "answers 502 body-too-large",
+    )
+    proxy.add_argument(
+        "--allow-repeats",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="replay the last recorded exchange again for a request repeated more often than "
+        "it was recorded (the default); --no-allow-repeats answers such a request as a miss",
+    )
+    proxy.add_argument(
+        "--record-errors",
+        action="store_true",
+        default=None,
+        help="record a failure to reach the upstream (refused, reset, timed out) as an exchange "
+        "that replays as the same failure (a 502 answer)",
+    )
+    proxy.add_argument(
+        "--replay-chunk-size",
+        type=int,
+        metavar="N",
+        help="the size of the pieces a body recorded whole is replayed in, in bytes",
+    )
+    tls = proxy.add_mutually_exclusive_group()
+    tls.add_argument(
+        "--upstream-ca",
+        metavar="FILE",
+        help="a CA bundle (PEM) that checks the upstream's certificate, instead of the "
+        "system's CAs or SSL_CERT_FILE",
+    )
+    tls.add_argument(
+        "--upstream-insecure",
+        action="store_true",
+        help="do not check the upstream's certificate (a local test server only)",
     )
     proxy.add_argument(
         "--ca-dir", metavar="DIR", help="forward mode: the CA's folder (see `sakura-http ca`)"
