@@ -373,3 +373,159 @@ def test_a_cassette_that_cannot_be_read_is_named_not_compared(
         ["tests/fixtures/chat.jsonl: not compared: the cassette cannot be read (*"]
     )
     assert cassette.read_text() == "this is not a cassette\n"
+
+
+# --- found in review -----------------------------------------------------------------------------
+
+RULES_FIXTURE = """
+import pytest
+from sakura_http import Rules
+
+@pytest.fixture
+def sakura_rules():
+    return Rules(ignore_headers=["x-ex*"])
+"""
+
+#: How a project ignores the header x-extra: (ini lines, conftest.py, the marker's keywords).
+IGNORED_BY = {
+    "nothing": ("", "", ""),
+    "the ini option": ("sakura_ignore_headers = x-extra\n", "", ""),
+    "the sakura_rules fixture": ("", RULES_FIXTURE, ""),
+    "the marker": ("", "", ', rules=Rules(ignore_headers=["x-extra"])'),
+}
+
+
+@pytest.mark.parametrize("ignored_by", IGNORED_BY)
+def test_a_header_the_project_ignores_is_not_compared(
+    recorded: pytest.Pytester, api: Api, ignored_by: str
+) -> None:
+    """What matching ignores for a cassette (the ini option, the project's rules, the test's),
+    the comparison of response header names ignores too, as `sakura-http verify --ignore-header`
+    does: here the API no longer sends ``x-extra``."""
+    ini, conftest, marker = IGNORED_BY[ignored_by]
+    recorded.makeini(INI + ini)
+    if conftest:
+        (recorded.path / "tests" / "conftest.py").write_text(conftest)
+    source = CHAT.format(url=api.url).replace('"chat.jsonl")', f'"chat.jsonl"{marker})')
+    write_test(recorded, "from sakura_http import Rules\n" + source)
+    cassette = recorded.path / "tests" / "fixtures" / "chat.jsonl"
+    (exchange,) = load_cassette(cassette).exchanges
+    headers = (*exchange.response_headers, ("x-extra", "1"))
+    write_cassette(cassette, [replace(exchange, response_headers=headers)])
+    result = recorded.runpytest("--verify")
+    result.assert_outcomes(passed=2)
+    if ignored_by == "nothing":
+        result.stdout.fnmatch_lines(["tests/fixtures/chat.jsonl: 1 of 1 exchange drifted"])
+        result.stdout.fnmatch_lines(["      header removed: x-extra"])
+    else:
+        result.stdout.no_fnmatch_line("*x-extra*")
+        result.stdout.fnmatch_lines(
+            [
+                "2 exchanges of 2 cassettes compared: 2 same shape, 0 drifted (the cassettes were "
+                "not changed)"
+            ]
+        )
+
+
+def test_patch_clients_from_the_ini_sets_no_placeholder_key_under_verify(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under --verify the keys come from the environment, as for --record: a missing one is
+    the test's error, never a placeholder sent live (whose 401 would read as drift)."""
+    pytester.makeini(INI + "sakura_patch_clients = true\n")
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    with start_fake_provider() as provider:
+        write_test(pytester, SDK_TEST.format(url=provider.url))
+        with monkeypatch.context() as keys:
+            keys.setenv("ANTHROPIC_API_KEY", KEYS["ANTHROPIC_API_KEY"])
+            pytester.runpytest("--record").assert_outcomes(passed=1)
+        sent = len(provider.requests)
+        result = pytester.runpytest("--verify")
+        assert len(provider.requests) == sent  # nothing went live without a key
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*needs an anthropic API key: set ANTHROPIC_API_KEY*"])
+    result.stdout.no_fnmatch_line("*drifted*")
+
+
+SHARED = """
+import httpx
+import pytest
+
+pytestmark = pytest.mark.cassette("shared.jsonl")
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_ask(sakura_transport, n):
+    with httpx.Client(transport=sakura_transport) as client:
+        client.post("{url}/v1/messages", json={{"model": "m"}})
+"""
+
+
+def test_every_test_of_a_shared_cassette_goes_live(pytester: pytest.Pytester, api: Api) -> None:
+    """The second test does not replay the first one's live answer: each test's requests go
+    live, and each is compared with what a replay of the real cassette gives that test."""
+    pytester.makeini(INI)
+    write_test(pytester, SHARED.format(url=api.url))
+    pytester.runpytest("--record").assert_outcomes(passed=2)
+    cassette = pytester.path / "tests" / "fixtures" / "shared.jsonl"
+    assert len(load_cassette(cassette).exchanges) == 1  # the second test replayed it
+    before = cassette.read_bytes()
+    seen = len(api.seen)
+    changed = {**MESSAGE, "stop_reason": "refusal"}
+    api.routes["/v1/messages"] = (200, "application/json", orjson.dumps(changed))
+    result = pytester.runpytest("--verify")
+    result.assert_outcomes(passed=2)
+    assert len(api.seen) == seen + 2
+    result.stdout.fnmatch_lines(
+        [
+            "tests/fixtures/shared.jsonl: 1 of 1 exchange drifted",
+            f"  #1 POST {api.url}/v1/messages (200 -> 200): drifted",
+            '      response.body.stop_reason: "end_turn" -> "refusal"',
+            "1 exchange of 1 cassette compared: 0 same shape, 1 drifted (the cassettes were not "
+            "changed)",
+        ]
+    )
+    assert cassette.read_bytes() == before
+
+
+def test_requests_whose_cassette_was_never_recorded_are_counted_truthfully(
+    pytester: pytest.Pytester, api: Api
+) -> None:
+    pytester.makeini(INI)
+    write_test(pytester, SHARED.format(url=api.url))
+    seen = len(api.seen)
+    result = pytester.runpytest("--verify")
+    result.assert_outcomes(passed=2)
+    assert len(api.seen) == seen + 2  # they went live
+    assert not (pytester.path / "tests" / "fixtures" / "shared.jsonl").exists()
+    result.stdout.fnmatch_lines(
+        [
+            "*= sakura-http: live answers compared with the cassettes =*",
+            "tests/fixtures/shared.jsonl: not compared: no recorded cassette (2 requests went "
+            "live); `pytest --record` records it",
+            "No live exchange was compared: 2 requests went live, and no cassette was recorded "
+            "to compare them with (1 cassette missing): `pytest --record` records them",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*no test sent a request*")
+    result.stdout.no_fnmatch_line("*a replay run misses it*")
+
+
+def test_requests_an_empty_cassette_lacks_are_counted_truthfully(
+    pytester: pytest.Pytester, api: Api
+) -> None:
+    pytester.makeini(INI)
+    write_test(pytester, SHARED.format(url=api.url))
+    cassette = pytester.path / "tests" / "fixtures" / "shared.jsonl"
+    cassette.parent.mkdir()
+    write_cassette(cassette, [])
+    result = pytester.runpytest("--verify")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "tests/fixtures/shared.jsonl: 1 request not compared",
+            f"  POST {api.url}/v1/messages: not in the cassette (a replay run misses it)",
+            "No live exchange was compared: 1 request went live, and no recorded exchange of "
+            "their cassettes matches them (listed above)",
+        ]
+    )

@@ -107,6 +107,9 @@ class CassetteFactory:
         # even when the code under test closes one (a `with httpx.Client(...)` block) before
         # opening the next, and a failed test can still drop its re-recording.
         self._holds: dict[str, CassetteUser] = {}
+        # --verify: this test's temporary cassettes are its own (see _verify).
+        live_run = self._state.live_run
+        self._live_test = live_run.begin_test() if live_run is not None else 0
 
     def expect_errors(self) -> None:
         """The test provokes sakura-http errors or network refusals on purpose and checks
@@ -131,7 +134,7 @@ class CassetteFactory:
         state = self._state
         path = resolve_cassette_path(self.folder, name)
         if state.live_run is not None:  # --verify: a temporary cassette, never the real one
-            path = state.live_run.live_path(path)
+            path = state.live_run.live_path(path, self._live_test)
         # The session resolved SAKURA_HTTP_RECORD (and SAKURA_HTTP_STRICT) once; the transport
         # gets that mode and an empty environment, so a cassette shared by several tests is
         # re-recorded once per run under SAKURA_HTTP_RECORD=all too, not once per test.

@@ -201,11 +201,14 @@ def _placeholder_keys(env: pytest.MonkeyPatch) -> None:
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     """With ``sakura_patch_clients = true`` and a run that replays, the placeholder keys are
     set before any conftest or test module is imported (an app's SDK clients built at import
-    time start), and removed when the run ends."""
+    time start), and removed when the run ends.  A run that goes live (``--record``,
+    ``--record-all``, ``--verify``, ``--verify-strict``) takes the keys from the environment:
+    a placeholder would be sent, and a missing key would not be named."""
     if not early_config.getini("sakura_patch_clients"):
         return
     options = early_config.known_args_namespace
-    if getattr(options, "sakura_record", False) or getattr(options, "sakura_record_all", False):
+    live = ("sakura_record", "sakura_record_all", "sakura_verify", "sakura_verify_strict")
+    if any(getattr(options, name, False) for name in live):
         return
     try:
         replaying = resolve_mode(RecordMode.NONE, os.environ) is RecordMode.NONE
