@@ -30,6 +30,7 @@ from anyio.streams.stapled import MultiListener
 
 from sakura_http import CassetteMiss, ConfigurationError, RecordingTransport
 from sakura_http.proxy import HEALTH_PATH, RecordingIncomplete, serve, start
+from sakura_http.proxy._exchanges import Exchanges
 from sakura_http.proxy._server import ProxyServer
 from sakura_http.proxy._wire import (
     Timeouts,
@@ -467,7 +468,7 @@ def test_over_size_bodies_answer_502(tmp_path: Path, upstream: Upstream) -> None
 def test_a_long_running_proxy_keeps_only_its_latest_errors(
     tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ProxyServer, "RAISED_KEPT", 3)
+    monkeypatch.setattr(Exchanges, "RAISED_KEPT", 3)
     with serve(tmp_path / "empty.jsonl", upstream=upstream.url) as proxy, client(proxy.url) as http:
         for page in range(5):
             assert http.get(f"/v1/items?page={page}").status_code == 502  # misses: mode none

@@ -316,7 +316,7 @@ def _proxy(url: str, path: Path, **options: Any) -> tuple[bytes, str]:
     target = httpx.URL(url)
     origin = f"http://{target.host}:{target.port}"
     with serve(path, upstream=origin, **options) as proxy, httpx.Client() as client:
-        return client.get(proxy.url + url[len(origin) :]).content, "sakura_http.proxy._server"
+        return client.get(proxy.url + url[len(origin) :]).content, "sakura_http.proxy._exchanges"
 
 
 FRONT_ENDS: dict[str, Callable[..., tuple[bytes, str]]] = {
@@ -333,7 +333,7 @@ FRONT_END_MODULES = (
     "sakura_http._transport",
     "sakura_http.requests._adapter",
     "sakura_http.aiohttp._middleware",
-    "sakura_http.proxy._server",
+    "sakura_http.proxy._exchanges",
 )
 
 
