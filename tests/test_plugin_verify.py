@@ -444,7 +444,9 @@ def test_patch_clients_from_the_ini_sets_no_placeholder_key_under_verify(
         result = pytester.runpytest("--verify")
         assert len(provider.requests) == sent  # nothing went live without a key
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*needs an anthropic API key: set ANTHROPIC_API_KEY*"])
+    result.stdout.fnmatch_lines(
+        ["*verifying */tests/fixtures/claude.jsonl needs an anthropic API key: set ANTHROPIC_*"]
+    )  # the cassette, not the temporary one standing for it
     result.stdout.no_fnmatch_line("*drifted*")
 
 

@@ -42,6 +42,7 @@ from ..llm import (
 from ._caught import raised_in
 from ._factory import CassetteFactory, fail_if_unused, marker_cassette
 from ._patch import ClientPatch
+from ._state import plugin_state
 
 if TYPE_CHECKING:
     import anthropic
@@ -92,8 +93,12 @@ def _sdk_client(
         any(sdk_options.get(k) is not None for k in keywords)
         or any(os.environ.get(v) for v in variables)
     ):
+        # Under --verify the transport's cassette is a temporary one: name the real one.
+        live_run = plugin_state(request.config).live_run
+        real = live_run.real_path(transport.path) if live_run is not None else None
+        going_live = f"verifying {real}" if real is not None else f"recording {transport.path}"
         pytest.fail(
-            f"recording {transport.path} needs an {sdk} API key: set {' or '.join(variables)} in "
+            f"{going_live} needs an {sdk} API key: set {' or '.join(variables)} in "
             f"the environment (it is sent, never written), or pass it in "
             f'@pytest.mark.cassette({sdk}={{"api_key": ...}})',
             pytrace=False,
