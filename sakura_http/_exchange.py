@@ -103,15 +103,16 @@ def new_exchange(
     response_header_charset: str = "utf-8",
     id: str | None = None,
     recorded_at: datetime.date | None = None,
-    extra: dict[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> Exchange:
     """`Exchange(...)` with no error, for the loader (`_format_fast`), which
     makes one per line of a cassette.  The frozen dataclass's `__init__` sets each field
     through `object.__setattr__`; the fields' own slot setters, used here, cost a fraction of
     that.  Kept for benchmark row "3. Open a 10,000-exchange cassette" (<= 1.5x the orjson
     floor): built with `Exchange(...)`, opening it took 621 million instructions instead of
-    483 million, the floor's being 321 million (docs/performance.md, "Plain code").  Tests
-    hold both ways equal."""
+    483 million, the floor's being 321 million (docs/performance.md, "Plain code").  The
+    recorder and `_age.Dating` build with it for row 4 (recording), as their comments say.
+    Tests hold both ways equal."""
     exchange = _new(Exchange)
     _set_method(exchange, method)
     _set_url(exchange, url)

@@ -19,7 +19,7 @@ import pytest
 from sakura_http import RecordingTransport, _age
 from sakura_http._age import Dating, is_older, parse_max_age
 from sakura_http._cassette import load_cassette
-from sakura_http._format import Exchange
+from sakura_http._format import Exchange, FaultInfo
 from tests.client_support import closed_port_url
 from tests.drive import Driver
 from tests.servers import _QuietServer, _serving
@@ -291,6 +291,50 @@ def test_each_replaced_exchange_gives_its_day_once_in_cassette_order(
 def test_an_exchange_already_dated_today_is_the_same_object(clock: list[datetime.date]) -> None:
     exchange = _exchange("a", DAY_1)
     assert Dating().stamp(exchange) is exchange
+
+
+def test_stamping_keeps_every_other_field(clock: list[datetime.date]) -> None:
+    # Every field away from its default, a fault's error too: the stamped exchange is the one
+    # dataclasses.replace would give, field by field (a field Exchange gains is caught here).
+    exchange = Exchange(
+        "POST",
+        "https://api.example.test/a",
+        (("x-a", "1"),),
+        b"sent",
+        201,
+        (("content-type", "text/plain"),),
+        b"answer",
+        error=FaultInfo("ReadError", "broke off"),
+        id="e1",
+        chunks=(2, 4),
+        truncated=True,
+        timings_ms=(1.0, 2.5),
+        response_header_charset="latin-1",
+        recorded_at=DAY_3,
+        extra={"later": [1]},
+    )
+    defaults = Exchange("GET", "https://api.example.test/")
+    for f in dataclasses.fields(Exchange):
+        assert getattr(exchange, f.name) != getattr(defaults, f.name), f.name
+    stamped = Dating().stamp(exchange)
+    expected = dataclasses.replace(exchange, recorded_at=DAY_1)
+    for f in dataclasses.fields(Exchange):
+        assert getattr(stamped, f.name) == getattr(expected, f.name), f.name
+
+
+def test_a_re_recording_compares_lines_only_where_method_and_url_match(
+    clock: list[datetime.date],
+) -> None:
+    clock[0] = DAY_3
+    dating = Dating([_exchange("a", DAY_1), _exchange("b", DAY_2)])
+    assert dating.stamp(_exchange("c")).recorded_at == DAY_3
+    assert dating.stamp(dataclasses.replace(_exchange("a"), body=b"x")).recorded_at == DAY_3
+    stamped = dating.stamp(_exchange("b"))
+    assert stamped.recorded_at == DAY_2
+    dating.give_back(stamped)  # (not written after all: the day goes back to its line)
+    assert dating.stamp(_exchange("b")).recorded_at == DAY_2
+    assert dating.stamp(_exchange("b")).recorded_at == DAY_3
+    assert dating.stamp(_exchange("a")).recorded_at == DAY_1
 
 
 # --- how old is too old ----------------------------------------------------------------------
