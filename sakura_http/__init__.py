@@ -43,7 +43,8 @@ del _error
 
 def __getattr__(name: str) -> str:
     # `__version__` is read from the installed metadata on first use, not at import: finding the
-    # distribution scans sys.path, which would cost every test run a few milliseconds.
+    # distribution scans sys.path, 1.5-2.4 ms on this VM, which benchmark row "6. Import"
+    # (<= 30 ms, measured 16 ms) would pay in every test run.
     if name != "__version__":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from importlib import metadata

@@ -25,7 +25,6 @@ and, when the first table says "record"::
 from __future__ import annotations
 
 import enum
-import functools
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -123,7 +122,6 @@ REFUSALS: Mapping[Refusal, Action] = {
 }
 
 
-@functools.cache  # a few dozen cells, asked once per request: each is worked out once
 def decide(
     mode: RecordMode,
     lookup: Lookup,
@@ -151,12 +149,11 @@ class Actions(NamedTuple):
     absent: Action
 
 
-@functools.cache
 def actions(
     mode: RecordMode, allow_repeats: bool = True, refusal: Refusal = Refusal.MAY_RECORD
 ) -> Actions:
-    """`decide` for each `Lookup`: worked out once per caller, then read by attribute on every
-    request, with no table lookup (a `RecordMode`, a str enum, hashes in Python code)."""
+    """`decide` for each `Lookup`: a caller's row of the tables, worked out when it joins the
+    cassette (`CassetteUser`) and read on every request."""
     return Actions(
         *(
             decide(mode, lookup, allow_repeats, refusal).action

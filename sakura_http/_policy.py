@@ -368,7 +368,6 @@ def secrets_of(
     return frozenset(s for s in found if len(s) >= _MIN_ECHO_LENGTH and not _stands_in(s))
 
 
-@functools.lru_cache(maxsize=1024)  # per request on replay: the same token every time
 def _stands_in(candidate: str) -> bool:
     """Whether a secret header's `candidate` string is a placeholder another tool wrote
     (`is_placeholder`) holding one of the marker words no credential holds

@@ -87,9 +87,6 @@ class AsyncRecordingIO(LiveResponses, Protocol):
 
 # --- the steps ----------------------------------------------------------------------------------
 
-# Plain slotted classes: as plain to read as named tuples, and a tenth of their cost to define
-# (a named tuple compiles its constructor), which every `import sakura_http` pays.
-
 
 class Send:
     """Send the request (-> the live response; an error sending it is thrown back)."""
