@@ -274,6 +274,34 @@ def _exchange(url: str, day: datetime.date | None = None) -> Exchange:
     return Exchange("GET", f"https://api.example.test/{url}", recorded_at=day)
 
 
+def test_today_is_the_utc_day_and_moves_at_utc_midnight(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _age.today() == datetime.datetime.now(datetime.timezone.utc).date()
+    midnight = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc).timestamp()
+    for seconds, day in [(-1, datetime.date(2026, 12, 1)), (0, datetime.date(2026, 12, 2))]:
+        monkeypatch.setattr(_age, "_seconds", lambda s=seconds: midnight + s)
+        assert _age.today() == day
+    monkeypatch.setattr(_age, "_seconds", lambda: midnight - 0.5)  # back: the day follows
+    assert _age.today() == datetime.date(2026, 12, 1)
+
+
+def test_a_recorded_exchange_is_dated_without_a_copy(tmp_path: Path) -> None:
+    # The recorder builds it dated today, so the session's stamp has nothing to change.
+    stamped: list[tuple[Exchange, Exchange]] = []
+    stamp = Dating.stamp
+
+    def spy(self: Dating, exchange: Exchange) -> Exchange:
+        stamped.append((exchange, stamp(self, exchange)))
+        return stamped[-1][1]
+
+    outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Dating, "stamp", spy)
+        with RecordingTransport(tmp_path / "c.jsonl", outer=outer, mode="all") as transport:
+            httpx.Client(transport=transport).get("https://api.example.test/")
+    [(given, written)] = stamped
+    assert given is written and written.recorded_at == _age.today()
+
+
 def test_dating_without_a_replaced_cassette_stamps_today(clock: list[datetime.date]) -> None:
     dated = Dating().stamp(_exchange("a", DAY_3))
     assert dated.recorded_at == DAY_1
