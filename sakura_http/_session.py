@@ -553,7 +553,9 @@ class CassetteUser:
         if not self.commit(plan, exchange, wait=False):
             import anyio.to_thread  # imported by the async paths only (see _streams)
 
-            await anyio.to_thread.run_sync(self.commit, plan, exchange)
+            # Shielded: an exchange read in full is recorded even when the task is cancelled.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.commit, plan, exchange)
 
     def close(self, *, failed: bool = False) -> None:
         """Leave the session; the last user to leave finishes it: in mode "all" the fresh

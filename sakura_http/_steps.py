@@ -318,10 +318,11 @@ async def arun_steps(
                 with anyio.CancelScope(shield=True):
                     await io.aclose(step.response)
             elif type(step) is Commit:
-                import anyio  # imported by the async paths only (see _streams)
-
-                with anyio.CancelScope(shield=True):
-                    await step.user.acommit(step.plan, step.exchange)
+                # Shielded inside, only around the wait for another writer: an append done at
+                # once awaits nothing, so nothing can cancel it.  (Benchmark row "4. ...
+                # alternating in one process, async (asyncio)", <= 1.15x: a shield costs
+                # 5 microseconds a request.)
+                await step.user.acommit(step.plan, step.exchange)
             else:
                 return step
         except BaseException as exc:
