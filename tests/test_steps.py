@@ -450,6 +450,7 @@ def test_finishing_one_exchange_enters_the_pipeline_once_and_decides_nothing_bes
         "check_redactable",
         "new_exchange",
         "__create_fn__.",  # a dataclass's __init__
+        "today",  # the day the exchange is built with (`Dating.stamp` decides it later)
     )
     beside = [name.partition(":")[2] for name in finishing["beside_pipeline"]]
     assert [name for name in beside if not name.startswith(capture)] == []
