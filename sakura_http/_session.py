@@ -27,9 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
-from . import _age
 from ._advice import Advice
-from ._age import Dating
+from ._age import Dating, today
 from ._cassette import AtomicRecording, append_lines, load_cassette, open_for_writing
 from ._config import CassetteConfig
 from ._core import Action, Actions, RecordMode, Refusal, actions
@@ -689,7 +688,7 @@ class ResponseRecorder:
             None,
             # Dated today from the start, so that `Dating.stamp` has nothing to copy for an
             # exchange recorded today (benchmark row 4: a copy was 15,000 instructions).
-            _age.today(),
+            today(),
         )
         # The caller's response is not paced by the arrival times (a replay of it would be).
         self._live = dataclasses.replace(captured, timings_ms=None) if timed else captured
