@@ -42,10 +42,12 @@ class Advice:
 
     def declare_secret(self, header: str) -> str:
         """How to declare a credential header secret (the end of a `CredentialHeaderError`)."""
-        return (
-            f'RecordingTransport(..., secret_headers=["{header}"]); if it is not a credential, '
-            f'allow_headers=["{header}"] instead'
-        )
+        return f'RecordingTransport(..., secret_headers=["{header}"])'
+
+    def allow_header(self, header: str) -> str:
+        """How to record a header that only looks like a credential as sent (offered after
+        `declare_secret` for a name of credential shape, never for a credential by name)."""
+        return f'allow_headers=["{header}"]'
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         """How to store larger bodies (the end of a `BodyTooLargeError`): a `max_body_bytes`

@@ -51,6 +51,7 @@ from ._policy import (
     Redactor,
     SecretMemory,
     check_body_size,
+    is_known_credential_header,
     query_secrets,
     refuse_credentials,
     secrets_of,
@@ -102,6 +103,10 @@ class AdvisedErrors:
     ) -> None:
         if isinstance(exc, CredentialHeaderError) and exc.fix is None:
             exc.fix = self._advice.declare_secret(exc.header)
+            # Offered only for a name of credential shape: allowing a credential by name
+            # (authorization) would write its value to the cassette.
+            if not is_known_credential_header(exc.header):
+                exc.fix += f"; if it is not a credential, {self._advice.allow_header(exc.header)}"
         elif isinstance(exc, BodyTooLargeError) and exc.fix is None:
             exc.fix = self._advice.raise_body_limit(exc.side, exc.suggested_limit)
 

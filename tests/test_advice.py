@@ -161,8 +161,26 @@ ALLOW = {
 
 
 @pytest.mark.parametrize("advice", list(ALLOW), ids=lambda a: a.__name__)
-def test_a_refused_credential_header_is_told_both_ways_out(advice: type[Advice]) -> None:
-    # A header shaped like a credential that is not one (x-token-count) must not be declared
-    # secret (it would leave the cassette and matching): the fix names the allow list too.
-    fix = advice().declare_secret("x-token-count")
-    assert "x-token-count" in fix and ALLOW[advice] in fix, fix
+def test_each_front_end_words_the_allow_list(advice: type[Advice]) -> None:
+    assert ALLOW[advice] in advice().allow_header("x-token-count")
+
+
+@pytest.mark.parametrize(
+    ("header", "allow_named"),
+    [("x-token-count", True), ("authorization", False), ("x-api-key", False)],
+)
+def test_the_allow_list_is_offered_only_for_a_name_of_credential_shape(
+    tmp_path: Path, header: str, allow_named: bool
+) -> None:
+    # x-token-count only looks like a credential: declaring it secret would drop it from the
+    # cassette and matching, so the fix names the allow list too.  authorization is a
+    # credential by name: allowing it would write the token to disk, so it is never offered.
+    outer = httpx.MockTransport(lambda request: httpx.Response(200))
+    with (
+        RecordingTransport(tmp_path / "c.jsonl", outer=outer, mode="new_episodes") as t,
+        pytest.raises(CredentialHeaderError) as refused,
+    ):
+        httpx.Client(transport=t).get(URL, headers={header: "v"})
+    message = str(refused.value)
+    assert f'secret_headers=["{header}"]' in message
+    assert ("allow_headers" in message) is allow_named, message

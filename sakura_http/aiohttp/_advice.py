@@ -24,10 +24,7 @@ class AiohttpAdvice(Advice):
         )
 
     def declare_secret(self, header: str) -> str:
-        return (
-            f'RecordingMiddleware(..., secret_headers=["{header}"]); if it is not a credential, '
-            f'allow_headers=["{header}"] instead'
-        )
+        return f'RecordingMiddleware(..., secret_headers=["{header}"])'
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         return f"raise the limit with RecordingMiddleware(..., max_body_bytes={suggested})"

@@ -28,10 +28,10 @@ class CommandAdvice(Advice):
         return "`--mode all`"
 
     def declare_secret(self, header: str) -> str:
-        return (
-            f"restart the proxy with `--secret-header {header}`, or, if it is not a credential, "
-            f"with `--allow-header {header}`"
-        )
+        return f"restart the proxy with `--secret-header {header}`"
+
+    def allow_header(self, header: str) -> str:
+        return f"restart it with `--allow-header {header}` instead"
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         return f"restart the proxy with `--max-body-bytes {suggested}`"
@@ -56,10 +56,7 @@ class ServeAdvice(Advice):
         return 'mode="all"'
 
     def declare_secret(self, header: str) -> str:
-        return (
-            f'serve(..., secret_headers=["{header}"]); if it is not a credential, '
-            f'allow_headers=["{header}"] instead'
-        )
+        return f'serve(..., secret_headers=["{header}"])'
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         return f"raise the limit with serve(..., max_body_bytes={suggested})"

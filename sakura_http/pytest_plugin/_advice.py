@@ -25,9 +25,11 @@ class PytestAdvice(Advice):
     def declare_secret(self, header: str) -> str:
         return (
             f"add {header} to the ini option sakura_secret_headers (for every cassette), or pass "
-            f'sakura_recording(..., secret_headers=["{header}"]) for one cassette; if it is not '
-            "a credential, add it to sakura_allow_headers"
+            f'sakura_recording(..., secret_headers=["{header}"]) for one cassette'
         )
+
+    def allow_header(self, header: str) -> str:
+        return f"add {header} to the ini option sakura_allow_headers"
 
     def raise_body_limit(self, side: str, suggested: int) -> str:
         return (
