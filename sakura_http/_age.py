@@ -22,11 +22,9 @@ import dataclasses
 import datetime
 import re
 import threading
-from collections import deque
 from collections.abc import Iterable
 from time import time as _seconds
 
-from ._exchange import new_exchange
 from ._format import Exchange, encode_exchange
 from ._shown import shown_value
 
@@ -104,34 +102,38 @@ def is_older(
 
 
 class Dating:
-    """The day to stamp on each exchange a session writes (`stamp`).  Thread-safe.
+    """The day to stamp on each exchange a session writes, and its line (`stamp`).  Thread-safe.
 
     `replaced`: the exchanges of the cassette a re-recording replaces (none otherwise).  An
     exchange written whose line, apart from its day, is one of theirs takes that one's day
     (each old exchange gives its day once, in cassette order); any other is dated `today()`.
-    Lines are compared only where an old exchange has the same method and URL: the others'
-    lines are never encoded.
+    Only an old exchange with the same method and URL that is equal to the one written
+    (``==``, which leaves the day out) has its line compared: the stages that build an exchange
+    to write build what the loader reads back (`_pipeline`), so an exchange unequal to an old
+    one cannot have its line, and the lines of the others are never encoded.  Benchmark row
+    "4. The same, sakura-http and the bare client alternating in one process" (recording,
+    <= 1.15x) re-records its cassette on every pass: comparing lines first cost two encodings
+    an exchange (docs/performance.md, "Plain code").
     """
 
-    __slots__ = ("_days", "_lock", "_replaced", "_unread")
+    __slots__ = ("_lock", "_replaced", "_unread")
 
     def __init__(self, replaced: Iterable[Exchange] = ()) -> None:
         self._replaced = list(replaced)
-        # The replaced exchanges by method and URL (built at the first exchange a re-recording
-        # writes), emptied once a written exchange with the same ones needs their lines.
+        # The replaced exchanges not yet taken, by method and URL, in cassette order (built at
+        # the first exchange a re-recording writes).
         self._unread: dict[tuple[str, str], list[Exchange]] | None = None
-        # The days of the replaced exchanges whose lines were needed, by line without the day.
-        self._days: dict[bytes, deque[datetime.date | None]] = {}
         self._lock = threading.Lock()
 
-    def stamp(self, exchange: Exchange) -> Exchange:
-        """`exchange` with its `recorded_at`: the replaced exchange's day or today's."""
-        day = self._kept_day(exchange) if self._replaced else None
-        if day is None:
-            day = today()
-        if exchange.recorded_at == day and type(exchange.recorded_at) is datetime.date:
-            return exchange
-        return _with_day(exchange, day)
+    def stamp(self, exchange: Exchange) -> tuple[Exchange, bytes]:
+        """`exchange` with its `recorded_at` (the replaced exchange's day, or today's), and
+        its cassette line (`encode_exchange`)."""
+        if self._replaced:
+            kept = self._kept(exchange)
+            if kept is not None:
+                return kept
+        exchange = _dated(exchange, today())
+        return exchange, encode_exchange(exchange)
 
     def give_back(self, exchange: Exchange) -> None:
         """Undo `stamp` for `exchange` (as stamped), which was not written after all (the
@@ -141,61 +143,39 @@ class Dating:
         if not self._replaced or exchange.recorded_at is None:
             return
         with self._lock:
-            days = self._days_of(exchange)
-            if days is not None:
-                days.appendleft(exchange.recorded_at)
+            olds = self._olds_of(exchange)
+            if olds is not None:
+                olds.insert(0, exchange)  # (it stands for the old one: equal, the same line)
 
-    def _kept_day(self, exchange: Exchange) -> datetime.date | None:
+    def _kept(self, exchange: Exchange) -> tuple[Exchange, bytes] | None:
+        """`exchange` dated with the day of the first replaced exchange not yet taken whose
+        line it repeats, and that line (taking it); None when there is none."""
         with self._lock:
-            days = self._days_of(exchange)
-            return days.popleft() if days else None
+            olds = self._olds_of(exchange)
+            for index, old in enumerate(olds or ()):
+                if old.recorded_at is None or old != exchange:
+                    continue
+                dated = _dated(exchange, old.recorded_at)
+                line = encode_exchange(dated)
+                if line == encode_exchange(old):
+                    assert olds is not None
+                    del olds[index]
+                    return dated, line
+            return None
 
-    def _days_of(self, exchange: Exchange) -> deque[datetime.date | None] | None:
-        """The days left for the line of `exchange` (None: no replaced exchange had it).  Call
-        with the lock held."""
+    def _olds_of(self, exchange: Exchange) -> list[Exchange] | None:
+        """The replaced exchanges not yet taken with the method and URL of `exchange` (None: no
+        replaced exchange had them).  Call with the lock held."""
         if self._unread is None:
             self._unread = {}
             for old in self._replaced:
                 self._unread.setdefault((old.method, old.url), []).append(old)
-        target = (exchange.method, exchange.url)
-        if target not in self._unread:
-            return None  # (a line holds the method and URL: no replaced exchange has this one)
-        olds, self._unread[target] = self._unread[target], []
-        for old in olds:
-            self._days.setdefault(_undated_line(old), deque()).append(old.recorded_at)
-        return self._days.get(_undated_line(exchange))
+        return self._unread.get((exchange.method, exchange.url))
 
 
-def _undated_line(exchange: Exchange) -> bytes:
-    """The cassette line of `exchange` without its day."""
-    if exchange.recorded_at is not None:
-        exchange = _with_day(exchange, None)
-    return encode_exchange(exchange)
-
-
-def _with_day(exchange: Exchange, day: datetime.date | None) -> Exchange:
-    """``dataclasses.replace(exchange, recorded_at=day)``, built as the loader builds an
-    exchange (`new_exchange`: each field through its slot setter).  Kept for benchmark row "4.
-    The same, sakura-http and the bare client alternating in one process" (recording, <=
-    1.15x), which stamps every exchange: `replace` cost 49,000 instructions, `Exchange(...)`
-    26,000, this 15,000 (docs/performance.md, "Plain code").  tests/test_age.py holds it equal
-    to `replace`, field by field."""
-    dated = new_exchange(
-        exchange.method,
-        exchange.url,
-        exchange.headers,
-        exchange.body,
-        exchange.status,
-        exchange.response_headers,
-        exchange.response_body,
-        exchange.chunks,
-        exchange.truncated,
-        exchange.timings_ms,
-        exchange.response_header_charset,
-        exchange.id,
-        day,
-        exchange.extra,
-    )
-    if exchange.error is not None:  # (a fault: new_exchange makes none)
-        dated = dataclasses.replace(dated, error=exchange.error)
-    return dated
+def _dated(exchange: Exchange, day: datetime.date) -> Exchange:
+    """`exchange` dated `day`: itself when it already is (the recorder dates what it builds
+    today, so stamping copies nothing then)."""
+    if exchange.recorded_at == day and type(exchange.recorded_at) is datetime.date:
+        return exchange
+    return dataclasses.replace(exchange, recorded_at=day)

@@ -111,8 +111,8 @@ def new_exchange(
     that.  Kept for benchmark row "3. Open a 10,000-exchange cassette" (<= 1.5x the orjson
     floor): built with `Exchange(...)`, opening it took 621 million instructions instead of
     483 million, the floor's being 321 million (docs/performance.md, "Plain code").  The
-    recorder and `_age.Dating` build with it for row 4 (recording), as their comments say.
-    Tests hold both ways equal."""
+    recorder builds with it for row 4 (recording), as its comment says.  Tests hold both ways
+    equal."""
     exchange = _new(Exchange)
     _set_method(exchange, method)
     _set_url(exchange, url)

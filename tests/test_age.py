@@ -16,10 +16,10 @@ import anyio
 import httpx
 import pytest
 
-from sakura_http import RecordingTransport, _age
+from sakura_http import RecordingTransport, Rules, _age
 from sakura_http._age import Dating, is_older, parse_max_age
 from sakura_http._cassette import load_cassette
-from sakura_http._format import Exchange, FaultInfo
+from sakura_http._format import Exchange, FaultInfo, encode_exchange
 from tests.client_support import closed_port_url
 from tests.drive import Driver
 from tests.servers import _QuietServer, _serving
@@ -289,9 +289,10 @@ def test_a_recorded_exchange_is_dated_without_a_copy(tmp_path: Path) -> None:
     stamped: list[tuple[Exchange, Exchange]] = []
     stamp = Dating.stamp
 
-    def spy(self: Dating, exchange: Exchange) -> Exchange:
-        stamped.append((exchange, stamp(self, exchange)))
-        return stamped[-1][1]
+    def spy(self: Dating, exchange: Exchange) -> tuple[Exchange, bytes]:
+        dated, line = stamp(self, exchange)
+        stamped.append((exchange, dated))
+        return dated, line
 
     outer = httpx.MockTransport(lambda request: httpx.Response(200, text="ok"))
     with pytest.MonkeyPatch.context() as patch:
@@ -303,8 +304,9 @@ def test_a_recorded_exchange_is_dated_without_a_copy(tmp_path: Path) -> None:
 
 
 def test_dating_without_a_replaced_cassette_stamps_today(clock: list[datetime.date]) -> None:
-    dated = Dating().stamp(_exchange("a", DAY_3))
+    dated, line = Dating().stamp(_exchange("a", DAY_3))
     assert dated.recorded_at == DAY_1
+    assert line == encode_exchange(dated)  # the line the session writes, encoded once
 
 
 def test_each_replaced_exchange_gives_its_day_once_in_cassette_order(
@@ -312,13 +314,13 @@ def test_each_replaced_exchange_gives_its_day_once_in_cassette_order(
 ) -> None:
     clock[0] = DAY_3
     dating = Dating([_exchange("a", DAY_1), _exchange("b", DAY_1), _exchange("a", DAY_2)])
-    stamped = [dating.stamp(_exchange(u)).recorded_at for u in ("a", "a", "a", "b", "c")]
+    stamped = [dating.stamp(_exchange(u))[0].recorded_at for u in ("a", "a", "a", "b", "c")]
     assert stamped == [DAY_1, DAY_2, DAY_3, DAY_1, DAY_3]
 
 
 def test_an_exchange_already_dated_today_is_the_same_object(clock: list[datetime.date]) -> None:
     exchange = _exchange("a", DAY_1)
-    assert Dating().stamp(exchange) is exchange
+    assert Dating().stamp(exchange)[0] is exchange
 
 
 def test_stamping_keeps_every_other_field(clock: list[datetime.date]) -> None:
@@ -344,7 +346,7 @@ def test_stamping_keeps_every_other_field(clock: list[datetime.date]) -> None:
     defaults = Exchange("GET", "https://api.example.test/")
     for f in dataclasses.fields(Exchange):
         assert getattr(exchange, f.name) != getattr(defaults, f.name), f.name
-    stamped = Dating().stamp(exchange)
+    stamped, _ = Dating().stamp(exchange)
     expected = dataclasses.replace(exchange, recorded_at=DAY_1)
     for f in dataclasses.fields(Exchange):
         assert getattr(stamped, f.name) == getattr(expected, f.name), f.name
@@ -355,14 +357,47 @@ def test_a_re_recording_compares_lines_only_where_method_and_url_match(
 ) -> None:
     clock[0] = DAY_3
     dating = Dating([_exchange("a", DAY_1), _exchange("b", DAY_2)])
-    assert dating.stamp(_exchange("c")).recorded_at == DAY_3
-    assert dating.stamp(dataclasses.replace(_exchange("a"), body=b"x")).recorded_at == DAY_3
-    stamped = dating.stamp(_exchange("b"))
-    assert stamped.recorded_at == DAY_2
+    assert dating.stamp(_exchange("c"))[0].recorded_at == DAY_3
+    assert dating.stamp(dataclasses.replace(_exchange("a"), body=b"x"))[0].recorded_at == DAY_3
+    stamped, line = dating.stamp(_exchange("b"))
+    assert stamped.recorded_at == DAY_2 and line == encode_exchange(_exchange("b", DAY_2))
     dating.give_back(stamped)  # (not written after all: the day goes back to its line)
-    assert dating.stamp(_exchange("b")).recorded_at == DAY_2
-    assert dating.stamp(_exchange("b")).recorded_at == DAY_3
-    assert dating.stamp(_exchange("a")).recorded_at == DAY_1
+    assert dating.stamp(_exchange("b"))[0].recorded_at == DAY_2
+    assert dating.stamp(_exchange("b"))[0].recorded_at == DAY_3
+    assert dating.stamp(_exchange("a"))[0].recorded_at == DAY_1
+
+
+def test_an_exchange_equal_to_an_old_one_keeps_its_day_only_with_its_line(
+    clock: list[datetime.date],
+) -> None:
+    # `==` only chooses the old exchanges whose lines are compared: timings of 1.0 and 1 are
+    # equal numbers but not the same line, so the exchange is dated today.
+    clock[0] = DAY_3
+    old = dataclasses.replace(_exchange("a", DAY_1), chunks=(1, 1), timings_ms=(0.0, 1.0))
+    again = dataclasses.replace(_exchange("a"), chunks=(1, 1), timings_ms=(0, 1))
+    assert again == old and encode_exchange(again) != encode_exchange(_exchange("a"))
+    dating = Dating([old])
+    assert dating.stamp(again)[0].recorded_at == DAY_3
+    assert dating.stamp(dataclasses.replace(again, timings_ms=(0.0, 1.0)))[0].recorded_at == DAY_1
+
+
+def test_a_hook_result_keeps_its_day_when_its_line_is_unchanged(
+    api: Api, tmp_path: Path, clock: list[datetime.date]
+) -> None:
+    # A before_record hook may build the exchange anew, with lists where the loader reads
+    # tuples: the pipeline reads it back as the loader would, so it still equals the old one.
+    def rebuilt(exchange: Exchange) -> Exchange:
+        headers = [list(pair) for pair in exchange.response_headers]
+        return dataclasses.replace(exchange, response_headers=headers)  # type: ignore[arg-type]
+
+    path = tmp_path / "c.jsonl"
+    for day in (DAY_1, DAY_2):
+        clock[0] = day
+        outer = httpx.HTTPTransport()
+        rules = Rules(before_record=rebuilt)
+        with RecordingTransport(path, outer=outer, mode="all", rules=rules) as transport:
+            assert httpx.Client(transport=transport).get(api.url + "/a").status_code == 200
+    assert _days(path) == [DAY_1]
 
 
 # --- how old is too old ----------------------------------------------------------------------

@@ -369,14 +369,14 @@ def test_an_append_that_fails_keeps_the_old_cassette_in_a_rerecording(
     path = tmp_path / "c.jsonl"
     path.write_bytes(HEADER + exchange("one", URL + "/a") + exchange("two", URL + "/b"))
     before = path.read_bytes()
-    real = _cassette._write_all
+    real = _cassette._write_at  # (how a re-recording appends its lines)
 
-    def full(fd: int, data: bytes) -> None:
-        if b"/b" in data:
+    def full(fd: int, offset: int, data: bytes) -> None:
+        if (URL + "/b").encode() in data:
             raise OSError(28, "No space left on device")
-        real(fd, data)
+        real(fd, offset, data)
 
-    monkeypatch.setattr(_cassette, "_write_all", full)
+    monkeypatch.setattr(_cassette, "_write_at", full)
     with RecordingTransport(path, outer=counter(), mode="all") as transport:
         client = httpx.Client(transport=transport)
         client.get(URL + "/a")
