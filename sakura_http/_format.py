@@ -169,21 +169,18 @@ def encode_exchange(exchange: Exchange) -> bytes:
         obj["truncated"] = True
     if exchange.timings_ms is not None:
         obj["timings_ms"] = exchange.timings_ms
-    if exchange.recorded_at is not None:
-        obj["recorded_at"] = _day_text(exchange.recorded_at)
+    day = exchange.recorded_at
+    if day is not None:
+        # A datetime is a date too, but written as a timestamp, which the loader refuses.
+        if type(day) is not datetime.date:
+            raise ValueError(
+                f"recorded_at must be a datetime.date (the UTC day), not {type(day).__name__}"
+            )
+        obj["recorded_at"] = day  # orjson writes a date as the loader reads it: "2026-12-01"
     for key, value in exchange.extra.items():
         if key not in obj:
             obj[key] = value
     return orjson.dumps(obj, option=orjson.OPT_APPEND_NEWLINE)
-
-
-def _day_text(day: datetime.date) -> str:
-    # A datetime is a date too, but its isoformat() is a timestamp the loader refuses.
-    if type(day) is not datetime.date:
-        raise ValueError(
-            f"recorded_at must be a datetime.date (the UTC day), not {type(day).__name__}"
-        )
-    return day.isoformat()
 
 
 # --- decoding -----------------------------------------------------------------------------

@@ -385,6 +385,9 @@ class CassetteUser:
             rules=config.rules,
         )
         self.can_record = can_record
+        #: Words the fix of an engine error raised while this user records (stateless: one for
+        #: every use).
+        self.advised = AdvisedErrors(config.advice)
         self._has_rules = bool(config.rules)  # (a `Rules` is frozen: asked once, not per exchange)
         self._secrets = session.secrets
         self._record_hosts: HostList | None = config.record_host_list
@@ -427,7 +430,7 @@ class CassetteUser:
         headers = request.headers
         if headers in self._checked_headers and len(request.body) <= config.max_body_bytes:
             return  # the same headers passed before, and the body is within its limit
-        with AdvisedErrors(config.advice):
+        with self.advised:
             refuse_credentials(headers, config.secret_headers, config.allow_headers)
             if len(self._checked_headers) < _CHECKED_HEADERS_MEMO:
                 self._checked_headers.add(headers)
@@ -500,7 +503,8 @@ class CassetteUser:
         """Start recording the response to `request` (before it is sent, or once the outer
         transport answered).  `sent_url` is its URL as sent, before its secret query
         parameters were redacted: their values are searched for in everything written."""
-        self.redactor(request, sent_url)  # (its secrets join the session's)
+        if self.config.secret_headers or "?" in sent_url:  # (else there are none to join)
+            self.redactor(request, sent_url)  # (its secrets join the session's)
         return ResponseRecorder(self, request)
 
     def fault_exchange(self, request: RequestData, error: BaseException) -> Exchange | None:
@@ -520,7 +524,7 @@ class CassetteUser:
         keep encoded is refused while a secret may be in it (`check_redactable`)."""
         redactor = self._secrets.redactor
         try:
-            with AdvisedErrors(self.config.advice):
+            with self.advised:
                 if decoder is not None:
                     check_redactable(decoder, redactor)
                 return prepare(captured, self.config, redactor)
@@ -629,7 +633,7 @@ class ResponseRecorder:
 
     def feed(self, raw: bytes) -> bytes:
         assert self._decoder is not None, "start() first"
-        with AdvisedErrors(self._user.config.advice):
+        with self._user.advised:
             data = self._decoder.feed(raw)
         self._keep(data)
         return data
@@ -646,7 +650,7 @@ class ResponseRecorder:
         if self._decoding_done:
             return b""
         self._decoding_done = True
-        with AdvisedErrors(self._user.config.advice):
+        with self._user.advised:
             tail = self._decoder.tail()
         self._keep(tail)
         return tail
