@@ -196,7 +196,8 @@ def record_steps(
     io: LiveResponses,
 ) -> Steps:
     """Every decision for recording `request` (`data` as matched and written, `sent_url` its
-    URL as sent; `plan` says to record it): send -> read -> finish -> close -> commit ->
+    URL as sent, which may be "" when it has no query: only its secret query values are read
+    from it; `plan` says to record it): send -> read -> finish -> close -> commit ->
     answer.  `io` (a `LiveResponses`) reads a live response's head and tells a network error.
 
     Returns the `Answer`; with ``stream_through`` it yields the `Answer` first and returns None
