@@ -166,11 +166,13 @@ def record_alternating(
 ) -> dict[str, Any]:
     """Measure 4 in one process: the bare client and sakura-http (recording into `path`) get
     the same GETs from the local server in alternating blocks, as `replay_alternating` does; the
-    median of the blocks' ratios.  Saving the cassette, once a run, is in `record`'s total."""
+    median of the blocks' ratios.  Saving the cassette, once a pass, is in `record`'s total."""
     _import_for("sakura-http")
     urls = [f"{base}/items/{i}" for i in range(count)]
     ratios: list[float] = []
-    for _ in range(5):  # five passes, each recording a fresh cassette
+    # Five passes into the same file: the first records a fresh cassette, each later one
+    # re-records it (mode all replaces the previous pass's cassette), as a user re-records.
+    for _ in range(5):
         if not asynchronous:
             with recording("floor", path) as floor, recording("sakura-http", path) as sakura:
                 ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))

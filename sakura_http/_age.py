@@ -153,14 +153,18 @@ class Dating:
         with self._lock:
             olds = self._olds_of(exchange)
             for index, old in enumerate(olds or ()):
-                if old.recorded_at is None or old != exchange:
+                if old != exchange:
                     continue
                 dated = _dated(exchange, old.recorded_at)
                 line = encode_exchange(dated)
-                if line == encode_exchange(old):
-                    assert olds is not None
-                    del olds[index]
-                    return dated, line
+                if line != encode_exchange(old):
+                    continue
+                assert olds is not None
+                del olds[index]
+                if old.recorded_at is None:  # (written before the field: it gives no day)
+                    dated = _dated(exchange, today())
+                    line = encode_exchange(dated)
+                return dated, line
             return None
 
     def _olds_of(self, exchange: Exchange) -> list[Exchange] | None:
@@ -173,9 +177,9 @@ class Dating:
         return self._unread.get((exchange.method, exchange.url))
 
 
-def _dated(exchange: Exchange, day: datetime.date) -> Exchange:
-    """`exchange` dated `day`: itself when it already is (the recorder dates what it builds
-    today, so stamping copies nothing then)."""
-    if exchange.recorded_at == day and type(exchange.recorded_at) is datetime.date:
+def _dated(exchange: Exchange, day: datetime.date | None) -> Exchange:
+    """`exchange` dated `day` (None: undated): itself when it already is (the recorder dates
+    what it builds today, so stamping copies nothing then)."""
+    if exchange.recorded_at == day and type(exchange.recorded_at) is type(day):
         return exchange
     return dataclasses.replace(exchange, recorded_at=day)

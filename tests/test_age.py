@@ -318,6 +318,16 @@ def test_each_replaced_exchange_gives_its_day_once_in_cassette_order(
     assert stamped == [DAY_1, DAY_2, DAY_3, DAY_1, DAY_3]
 
 
+def test_an_old_exchange_without_a_day_takes_its_turn_and_gives_none(
+    clock: list[datetime.date],
+) -> None:
+    # Cassette order holds for an exchange written before the field: the first "a" again is
+    # paired with it (and dated today), the second with the dated one.
+    clock[0] = DAY_3
+    dating = Dating([_exchange("a"), _exchange("a", DAY_1)])
+    assert [dating.stamp(_exchange("a"))[0].recorded_at for _ in "aa"] == [DAY_3, DAY_1]
+
+
 def test_an_exchange_already_dated_today_is_the_same_object(clock: list[datetime.date]) -> None:
     exchange = _exchange("a", DAY_1)
     assert Dating().stamp(exchange)[0] is exchange

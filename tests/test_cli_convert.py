@@ -458,14 +458,14 @@ def test_a_conversion_that_does_not_replay_as_the_source_says_is_not_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Break the recording engine on purpose: the check by replay must catch it.
-    from sakura_http import _session
+    from sakura_http import _age  # (the session writes the line `Dating.stamp` encodes)
 
-    real = _session.encode_exchange
+    real = _age.encode_exchange
 
     def corrupting(exchange: Exchange) -> bytes:
         return real(replace(exchange, response_body=exchange.response_body + b"!"))
 
-    monkeypatch.setattr(_session, "encode_exchange", corrupting)
+    monkeypatch.setattr(_age, "encode_exchange", corrupting)
     err = _refusal(tmp_path, capsys, VCR_YAML)
     assert "interaction 1: verification failed: the converted exchange replays a 23-byte body" in (
         err
@@ -1069,14 +1069,14 @@ def test_a_failed_verification_names_the_file_the_interaction_and_what_differs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Break the recording engine on purpose: the written URL is not the one sent.
-    from sakura_http import _session
+    from sakura_http import _age  # (the session writes the line `Dating.stamp` encodes)
 
-    real = _session.encode_exchange
+    real = _age.encode_exchange
 
     def moved(exchange: Exchange) -> bytes:
         return real(replace(exchange, url=exchange.url + "-moved"))
 
-    monkeypatch.setattr(_session, "encode_exchange", moved)
+    monkeypatch.setattr(_age, "encode_exchange", moved)
     err = _refusal(tmp_path, capsys, VCR_YAML)
     source = tmp_path / "vcr.yaml"
     assert err.startswith(
