@@ -181,6 +181,14 @@ else:
     def _leave_folder(fd: int) -> None:
         os.close(fd)  # (closing the only descriptor of the open folder releases its lock)
 
+    def _write_at(fd: int, offset: int, data: bytes) -> None:
+        """Write `data` whole at `offset` of the file (one system call: `os.pwrite`)."""
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view = view[written:]
+            offset += written
+
 
 @contextlib.contextmanager
 def _locked(fd: int) -> Iterator[None]:
@@ -256,17 +264,6 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
-
-
-if sys.platform != "win32":
-
-    def _write_at(fd: int, offset: int, data: bytes) -> None:
-        """Write `data` whole at `offset` of the file (one system call: `os.pwrite`)."""
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, offset)
-            view = view[written:]
-            offset += written
 
 
 _BLOCK = 65536

@@ -457,10 +457,7 @@ class CassetteUser:
         """
         self._check_request(request)
         refusal = self._refusal(request) if self._refusal_varies else self._fixed_refusal
-        if self.config.secret_headers or "?" in sent_url:
-            redactor = self.redactor(request, sent_url)
-        else:
-            redactor = self._secrets.redactor
+        redactor = self.redactor(request, sent_url)
         if redactor.secrets:
             # Matched (and shown in a miss) as it would be written: echoes of secrets redacted.
             request = redactor.request(request)
@@ -494,6 +491,8 @@ class CassetteUser:
         its URL as sent) join the session's, and it searches for every secret the session
         knows."""
         config = self.config
+        if not config.secret_headers and "?" not in sent_url:
+            return self._secrets.redactor  # (it carries no secret of its own)
         own = secrets_of(request.headers, config.secret_headers)
         if "?" in sent_url:
             own |= query_secrets(sent_url, config.secret_query_params)
@@ -503,8 +502,7 @@ class CassetteUser:
         """Start recording the response to `request` (before it is sent, or once the outer
         transport answered).  `sent_url` is its URL as sent, before its secret query
         parameters were redacted: their values are searched for in everything written."""
-        if self.config.secret_headers or "?" in sent_url:  # (else there are none to join)
-            self.redactor(request, sent_url)  # (its secrets join the session's)
+        self.redactor(request, sent_url)  # (its secrets join the session's)
         return ResponseRecorder(self, request)
 
     def fault_exchange(self, request: RequestData, error: BaseException) -> Exchange | None:

@@ -71,6 +71,16 @@ def _steps(user: CassetteUser) -> Generator[Any, Any, Any]:
     return record_steps(user, data, "the request", URL, user.plan(data), _Live())
 
 
+def _two_recorded(tmp_path: Path) -> tuple[Path, bytes]:
+    """A cassette holding two answers to the same request: its path and its bytes."""
+    first = _user(tmp_path)
+    _drive(_steps(first), [b"recorded 1"])
+    _drive(_steps(first), [b"recorded 2"])
+    first.close()
+    path = tmp_path / "c.jsonl"
+    return path, path.read_bytes()
+
+
 def _drive(
     steps: Generator[Any, Any, Any],
     chunks: list[bytes],
@@ -467,12 +477,7 @@ def test_a_body_that_fails_to_read_keeps_the_old_cassette_in_a_rerecording(
     body breaks off, the code under test catches the error and closes cleanly.  The
     re-recording lacks that exchange (nothing is committed for a broken body), so replacing the
     old cassette with it would lose one: the old cassette stays, byte for byte."""
-    path = tmp_path / "c.jsonl"
-    first = _user(tmp_path)
-    _drive(_steps(first), [b"recorded 1"])
-    _drive(_steps(first), [b"recorded 2"])
-    first.close()
-    before = path.read_bytes()
+    path, before = _two_recorded(tmp_path)
     config = CassetteConfig(mode="all", stream_through=stream_through)
     user = CassetteSession.open(path, config, can_record=True)
     _drive(_steps(user), [b"live 1"], stop_at=99)
@@ -489,12 +494,7 @@ async def test_a_read_cancelled_by_the_caller_keeps_the_old_cassette_in_a_rereco
     """Mode all, asyncio and trio: the second request's body is half read when the code under
     test gives up on it (a timeout it handles); the block then ends cleanly.  Nothing was
     committed for that request, so the old cassette stays, byte for byte."""
-    path = tmp_path / "c.jsonl"
-    first = _user(tmp_path)
-    _drive(_steps(first), [b"recorded 1"])
-    _drive(_steps(first), [b"recorded 2"])
-    first.close()
-    before = path.read_bytes()
+    path, before = _two_recorded(tmp_path)
     halfway = anyio.Event()
 
     async def body() -> Any:
