@@ -153,7 +153,9 @@ class Dating:
         with self._lock:
             olds = self._olds_of(exchange)
             for index, old in enumerate(olds or ()):
-                if old != exchange:
+                # The response headers first: what a re-recorded answer most often changes (its
+                # `date`), told apart at a quarter of the cost of `!=` (benchmark row 4).
+                if old.response_headers != exchange.response_headers or old != exchange:
                     continue
                 dated = _dated(exchange, old.recorded_at)
                 line = encode_exchange(dated)

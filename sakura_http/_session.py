@@ -77,10 +77,11 @@ class _Slot:
 
 
 class Plan(NamedTuple):
-    """What to do with one request: replay `exchange`, or record under `key`."""
+    """What to do with one request: replay `exchange`, or record under `key` (None: it was not
+    looked up, the action being the same whatever the cassette holds)."""
 
     action: Action
-    key: MatchKey
+    key: MatchKey | None
     exchange: Exchange | None = None
 
 
@@ -247,7 +248,12 @@ class CassetteSession:
     def plan(
         self, request: RequestData, actions: Actions, matcher: Matcher, advice: Advice
     ) -> Plan:
-        """The decision for `request` by a user whose row of the tables is `actions`."""
+        """The decision for `request` by a user whose row of the tables is `actions`.
+
+        A row with one action whatever the cassette holds (a re-recording's: record) looks
+        nothing up: no match key, no index (a re-recording never builds one)."""
+        if actions.hit is actions.exhausted is actions.absent:
+            return Plan(actions.absent, None)
         key = matcher.key_of_request(request)
         with self._lock:
             index = self._indexes.get(matcher)
@@ -543,7 +549,7 @@ class CassetteUser:
         # was planned: its key under this user's rules is the plan's, not computed again.  (The
         # session's secrets only grow: none now means none when it was planned or written.)
         changed = self._has_rules or self.config.secret_headers or self._secrets.redactor.secrets
-        known = None if changed else (self.matcher, plan.key)
+        known = None if changed or plan.key is None else (self.matcher, plan.key)
         if not self.session.append(exchange, known, wait=wait):
             return False
         self.appended += 1

@@ -297,11 +297,11 @@ async def arun_steps(
     *,
     teeing: bool = False,
 ) -> Any:
-    """`run_steps` with async I/O.  Closing the live response and committing are shielded from
-    cancellation (a response read in full is recorded, and its connection freed, even when
-    the caller's task is cancelled).  With `teeing` (a `TeeStream` driving the steps), a
-    cancelled read is not thrown into the steps: the caller chose to stop, and closing the
-    stream then records what was delivered."""
+    """`run_steps` with async I/O.  A response read in full is recorded even when the caller's
+    task is cancelled while it closes (the commit follows the close whatever it raised) or
+    while the commit waits for another writer (that wait is shielded).  With `teeing` (a
+    `TeeStream` driving the steps), a cancelled read is not thrown into the steps: the caller
+    chose to stop, and closing the stream then records what was delivered."""
     while True:
         try:
             step = steps.send(value) if error is None else steps.throw(error)
@@ -314,15 +314,16 @@ async def arun_steps(
             elif type(step) is Send:
                 value = await io.asend(step.request)
             elif type(step) is Close:
-                import anyio  # imported by the async paths only (see _streams)
-
-                with anyio.CancelScope(shield=True):
-                    await io.aclose(step.response)
-            elif type(step) is Commit:
-                # Shielded inside, only around the wait for another writer: an append done at
-                # once awaits nothing, so nothing can cancel it.  (Benchmark row "4. ...
+                # Not shielded here: httpcore shields its own close (the connection goes back to
+                # the pool however the task is cancelled), as httpx's client, which closes
+                # responses unshielded, relies on; a close cancelled anyway is thrown into the
+                # steps, which commit what was read all the same.  (Benchmark row "4. ...
                 # alternating in one process, async (asyncio)", <= 1.15x: a shield costs
                 # 5 microseconds a request.)
+                await io.aclose(step.response)
+            elif type(step) is Commit:
+                # Shielded inside, only around the wait for another writer: an append done at
+                # once awaits nothing, so nothing can cancel it (row 4 again).
                 await step.user.acommit(step.plan, step.exchange)
             else:
                 return step

@@ -105,6 +105,28 @@ def test_a_new_episodes_user_appends_into_the_rerecording(tmp_path: Path) -> Non
     assert urls(path) == [URL + "/1"]
 
 
+def test_a_rerecording_looks_nothing_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mode all records every request whatever the cassette holds: no match key is computed
+    and no index is built (the lookup could not change the answer), yet every request is
+    recorded, repeats included, and counted as played."""
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(HEADER + exchange("old"))
+
+    def no_key(*args: Any) -> Any:
+        raise AssertionError("a match key was computed")
+
+    monkeypatch.setattr("sakura_http._matching.Matcher._key", no_key)
+    monkeypatch.setattr("sakura_http._matching.Matcher.key", no_key)
+    with RecordingTransport(path, outer=counter(), mode="all") as transport:
+        client = httpx.Client(transport=transport)
+        assert [client.get(URL).text for _ in range(2)] == ["live 1", "live 2"]
+        assert transport._user.unplayed() == []
+    assert [json.loads(line)["response_body"] for line in path.read_bytes().splitlines()[1:]] == [
+        "live 1",
+        "live 2",
+    ]
+
+
 def test_replay_and_record_users_share_one_index(tmp_path: Path) -> None:
     path = tmp_path / "c.jsonl"
     with (

@@ -519,3 +519,43 @@ async def test_a_read_cancelled_by_the_caller_keeps_the_old_cassette_in_a_rereco
             group.start_soon(give_up)
             await client.get("http://api.test/slow")
     assert path.read_bytes() == before
+
+
+@pytest.mark.anyio
+async def test_a_close_cancelled_by_the_caller_still_records_the_exchange_read_in_full(
+    tmp_path: Path,
+) -> None:
+    """asyncio and trio: the body has been read to its end when the caller's task is cancelled
+    while the live response closes (an outer transport whose close waits).  The exchange read
+    in full is written all the same, and the cancellation reaches the caller."""
+    path = tmp_path / "closing.jsonl"
+    closing, may_finish = anyio.Event(), anyio.Event()
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self) -> Any:
+            yield b"whole body"
+
+        async def aclose(self) -> None:
+            closing.set()
+            await may_finish.wait()  # a close that waits: where the cancellation lands
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Body())
+
+    transport = RecordingTransport(path, outer=httpx.MockTransport(answer), mode="new_episodes")
+    async with transport, httpx.AsyncClient(transport=transport) as client:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as group:
+
+                async def cancel_while_closing() -> None:
+                    await closing.wait()
+                    scope.cancel()
+                    may_finish.set()
+
+                group.start_soon(cancel_while_closing)
+                await client.get(URL)
+                await anyio.sleep_forever()  # (a close that was not interrupted: cancelled here)
+        assert scope.cancelled_caught
+    assert [(line["url"], line["response_body"]) for line in _written(path)] == [
+        (URL, "whole body")
+    ]
