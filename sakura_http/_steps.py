@@ -314,12 +314,12 @@ async def arun_steps(
             elif type(step) is Send:
                 value = await io.asend(step.request)
             elif type(step) is Close:
-                # Not shielded here: httpcore shields its own close (the connection goes back to
-                # the pool however the task is cancelled), as httpx's client, which closes
-                # responses unshielded, relies on; a close cancelled anyway is thrown into the
-                # steps, which commit what was read all the same.  (Benchmark row "4. ...
-                # alternating in one process, async (asyncio)", <= 1.15x: a shield costs
-                # 5 microseconds a request.)
+                # Not shielded here: httpcore (and httpx2's httpcore2) shields its own close (the
+                # connection goes back to the pool however the task is cancelled), as httpx's
+                # client, which closes responses unshielded, relies on; aiohttp's release
+                # awaits nothing.  A close cancelled anyway is thrown into the steps, which
+                # commit what was read all the same.  (Benchmark row "4. ... alternating in one
+                # process, async (asyncio)", <= 1.15x: a shield costs 5 microseconds a request.)
                 await io.aclose(step.response)
             elif type(step) is Commit:
                 # Shielded inside, only around the wait for another writer: an append done at
