@@ -1,21 +1,25 @@
 """The private names of httpx and httpx2 sakura-http relies on: the one module that reads them.
 
-Each is read or written by one named function here, and `tests/test_libraries.py` probes each
-one against the installed httpx and httpx2 (a probe per name, failing with what changed and
+Each is read or written by one named function here, or, where a replayed request reads it,
+named by a constant here that the replay path reads it by (`getattr`, `hasattr`: a Python call
+fewer each; benchmark row "1. The same, sakura-http and the floor alternating in one process,
+async (asyncio)", <= 1.10x, measured 1.098x with a function per name and 1.080x without,
+`be319ab`'s figure).  `tests/test_libraries.py` probes each one against the installed httpx
+and httpx2 (a probe per name, failing with what changed and
 what depends on it), so a release that renames one is noticed by the test suite, not by users.
 docs/architecture.md lists them.  Where a name is gone, the caller falls back to the public
 API (slower, never wrong), except `httpx._decoders`, without which nothing is decoded the way
 httpx decodes.
 
-* `Headers._list` (`header_entries`, `headers_from_entries`): request headers read as text
+* `Headers._list` (`HEADER_ENTRIES`, `headers_from_entries`): request headers read as text
   without a copy; replayed headers built without checking each name again;
 * `Headers._encoding` (`header_encoding`, `headers_from_entries`): replayed headers as bytes,
   no charset guessed;
 * `URL._uri_reference` (`uri_reference`): a URL's canonical form from the parts httpx parsed;
-* `Response._content`, `Response._num_bytes_downloaded` (`has_content`, `set_content`): a
+* `Response._content`, `Response._num_bytes_downloaded` (`RESPONSE_CONTENT`, `set_content`): a
   replayed body taken whole by `read()`;
 * `Response._decoder` (`RESPONSE_DECODER`): state left out when two reads are compared;
-* `BoundSyncStream._stream`, `BoundAsyncStream._stream` (`wrapped_stream`): the replay stream
+* `BoundSyncStream._stream`, `BoundAsyncStream._stream` (`WRAPPED_STREAM`): the replay stream
   under the client's wrapper;
 * `httpx._decoders` (`httpx_decoders`): which content-encodings httpx decodes, with which
   modules.
@@ -31,32 +35,39 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
 __all__ = [
+    "HEADER_ENTRIES",
+    "RESPONSE_CONTENT",
     "RESPONSE_DECODER",
+    "WRAPPED_STREAM",
     "HttpxDecoders",
-    "has_content",
     "header_encoding",
-    "header_entries",
     "headers_from_entries",
     "httpx_decoders",
     "set_content",
     "uri_reference",
-    "wrapped_stream",
 ]
 
 RESPONSE_DECODER = "_decoder"
 """The name of the content decoder a `Response` creates as it is read (state that differs
 between two reads of the same body, so compared reads leave it out)."""
 
+HEADER_ENTRIES = "_list"
+"""The name of the entries a `Headers` keeps, ``[(name, lower-case name, value), ...]`` as
+bytes: ``getattr(headers, HEADER_ENTRIES, default)``."""
 
-def header_entries(headers: Any, default: Any) -> Any:
-    """The entries a `Headers` keeps, ``[(name, lower-case name, value), ...]`` as bytes
-    (``Headers._list``), or `default` when it keeps none under that name."""
-    return getattr(headers, "_list", default)
+RESPONSE_CONTENT = "_content"
+"""The name of a `Response`'s body once read: ``hasattr(response, RESPONSE_CONTENT)`` says
+whether it is (`set_content` sets it)."""
+
+WRAPPED_STREAM = "_stream"
+"""The name of the stream a client's `BoundSyncStream` / `BoundAsyncStream` wraps (the
+transport's own): ``getattr(stream, WRAPPED_STREAM, None)``."""
 
 
 def header_encoding(headers: Any, default: Any) -> Any:
@@ -74,17 +85,14 @@ def headers_from_entries(cls: Any, entries: list[tuple[bytes, bytes, bytes]]) ->
     return built
 
 
-def uri_reference(url: Any) -> tuple[str, str, str, int | None, str, str | None, str | None]:
-    """The parts httpx parsed a `URL` into (``URL._uri_reference``): scheme, userinfo, host
-    (ASCII), port (None when the scheme's default), path and query (percent-encoded), fragment.
-    Raises `AttributeError` or `ValueError` for a URL that does not keep them so."""
-    scheme, userinfo, host, port, path, query, fragment = url._uri_reference
-    return scheme, userinfo, host, port, path, query, fragment
-
-
-def has_content(response: Any) -> bool:
-    """Whether a `Response` has its body read (``Response._content`` is set)."""
-    return hasattr(response, "_content")
+#: The parts httpx parsed a `URL` into (``URL._uri_reference``): scheme, userinfo, host
+#: (ASCII), port (None when the scheme's default), path and query (percent-encoded), fragment.
+#: Raises `AttributeError` for a URL that does not keep them (unpacked, a `ValueError` for one
+#: that keeps other parts).  A C getter, no Python call: the replay path reads every request's
+#: URL by it (see the module's docstring).
+uri_reference: Callable[[Any], tuple[str, str, str, int | None, str, str | None, str | None]] = (
+    operator.attrgetter("_uri_reference")
+)
 
 
 def set_content(response: Any, content: bytes) -> None:
@@ -92,12 +100,6 @@ def set_content(response: Any, content: bytes) -> None:
     (``_content`` and ``_num_bytes_downloaded``)."""
     response._num_bytes_downloaded = len(content)
     response._content = content
-
-
-def wrapped_stream(stream: Any) -> Any:
-    """The stream a client's `BoundSyncStream` / `BoundAsyncStream` wraps (``_stream``): the
-    transport's own, or None for a stream that wraps none."""
-    return getattr(stream, "_stream", None)
 
 
 class HttpxDecoders(NamedTuple):

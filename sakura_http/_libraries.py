@@ -19,14 +19,14 @@ from ._exchange import RequestData
 from ._format import Exchange, FaultInfo, Headers, header_bytes, header_text
 from ._hosts import DEFAULT_PORTS
 from ._httpx_internals import (
+    HEADER_ENTRIES,
+    RESPONSE_CONTENT,
     RESPONSE_DECODER,
-    has_content,
+    WRAPPED_STREAM,
     header_encoding,
-    header_entries,
     headers_from_entries,
     set_content,
     uri_reference,
-    wrapped_stream,
 )
 from ._matching import canonical_url
 from ._streams import ReplayStream, TeeStream
@@ -146,7 +146,7 @@ def _headers_of(module: ModuleType) -> Callable[[Headers, str], Any]:
     the list.  (A property test holds both ways equal.)"""
     cls = module.Headers
     probe = cls([(b"Probe-Name", b"value")])
-    if header_entries(probe, None) != [(b"Probe-Name", b"probe-name", b"value")] or (
+    if getattr(probe, HEADER_ENTRIES, None) != [(b"Probe-Name", b"probe-name", b"value")] or (
         header_encoding(probe, False) is not None
     ):
         return header_bytes
@@ -192,7 +192,7 @@ def _response_class(module: ModuleType) -> type:
         replayed = response._replayed
         if (
             replayed is None
-            or has_content(response)
+            or hasattr(response, RESPONSE_CONTENT)
             or response.is_stream_consumed
             or response.is_closed
         ):
@@ -200,11 +200,11 @@ def _response_class(module: ModuleType) -> type:
         stream, content = replayed
         current = response.stream
         if not isinstance(current, kind) or (
-            current is not stream and wrapped_stream(current) is not stream
+            current is not stream and getattr(current, WRAPPED_STREAM, None) is not stream
         ):
             return None
         # The headers' entries are (name, lower-case name, value), as `_headers_of` probes.
-        for entry in header_entries(response.headers, _UNKNOWN):
+        for entry in getattr(response.headers, HEADER_ENTRIES, _UNKNOWN):
             if entry[1] == b"content-encoding":
                 return None
         response.is_stream_consumed = True
@@ -307,7 +307,7 @@ def _request_headers(headers: Any) -> Headers:
     downstream find it by identity.  The memo is keyed by the entries httpx keeps, (name,
     lower-case name, value), which `Headers.raw` would copy into a new list first; headers that
     do not keep them are asked for `raw`, (name, value)."""
-    kept = header_entries(headers, None)
+    kept = getattr(headers, HEADER_ENTRIES, None)
     entries = tuple(headers.raw if kept is None else kept)
     text = _HEADER_TEXT.get(entries)
     if text is None:
