@@ -3,8 +3,8 @@
 Each is read or written by one named function here, or, where a replayed request reads it,
 named by a constant here that the replay path reads it by (`getattr`, `hasattr`: a Python call
 fewer each; benchmark row "1. The same, sakura-http and the floor alternating in one process,
-async (asyncio)", <= 1.10x, measured 1.098x with a function per name and 1.080x without,
-`be319ab`'s figure).  `tests/test_libraries.py` probes each one against the installed httpx
+async (asyncio)", <= 1.10x: in A/B runs in one moment 1.098x with a function per name, 1.076x
+without, `be319ab` 1.072x).  `tests/test_libraries.py` probes each one against the installed httpx
 and httpx2 (a probe per name, failing with what changed and
 what depends on it), so a release that renames one is noticed by the test suite, not by users.
 docs/architecture.md lists them.  Where a name is gone, the caller falls back to the public
