@@ -531,3 +531,17 @@ def test_requests_an_empty_cassette_lacks_are_counted_truthfully(
             "their cassettes matches them (listed above)",
         ]
     )
+
+
+def test_the_drift_checks_are_imported_only_for_verify() -> None:
+    """Every pytest run imports the plugin; --verify's part of it is imported when asked for."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import sakura_http.pytest_plugin; "
+        "loaded = [m for m in ('sakura_http._drift', 'sakura_http.pytest_plugin._verify') "
+        "if m in sys.modules]; assert loaded == [], loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr

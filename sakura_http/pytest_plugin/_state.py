@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,7 +16,9 @@ from .._rules import Rules
 from ._advice import PytestAdvice
 from ._guard import NetworkGuard
 from ._prune import PlayLedger
-from ._verify import LiveRun
+
+if TYPE_CHECKING:  # (imported when --verify is given: see `pytest_configure`)
+    from ._verify import LiveRun
 
 __all__ = [
     "CALL_EXCINFO",
