@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import itertools
 import json
 import os
 import resource
@@ -199,34 +200,62 @@ def _blocks(urls: list[str]) -> list[list[str]]:
     return [urls[start : start + 100] for start in range(1, len(urls), 100)]
 
 
-def _alternate(clients: dict[str, Any], urls: list[str]) -> list[float]:
+#: The headers the anthropic and openai SDKs send on every request beside the client's own
+#: (`x-stainless-*`, which matching ignores by default, as it does the idempotency key each of
+#: their requests also carries: `_sdk_headers`).
+SDK_HEADERS = {
+    "x-stainless-lang": "python",
+    "x-stainless-package-version": "2.15.0",
+    "x-stainless-os": "Linux",
+    "x-stainless-arch": "x64",
+    "x-stainless-runtime": "CPython",
+    "x-stainless-runtime-version": "3.11.7",
+    "x-stainless-async": "false",
+    "x-stainless-retry-count": "0",
+    "x-stainless-read-timeout": "600",
+}
+
+
+def _sdk_headers(sdk: bool) -> Iterator[dict[str, str] | None]:
+    """The extra headers of each request in turn: None, or `SDK_HEADERS` and a new
+    idempotency key, so that no two requests send the same header list."""
+    for number in itertools.count():
+        yield {**SDK_HEADERS, "idempotency-key": f"stainless-python-{number}"} if sdk else None
+
+
+def _alternate(clients: dict[str, Any], urls: list[str], sdk: bool = False) -> list[float]:
     """Each block's time with sakura-http over the floor's, the two sync clients taking turns
-    (see `replay_alternating`), after one warm-up request each."""
+    (see `replay_alternating`), after one warm-up request each; with `sdk`, each request
+    carries the headers an LLM SDK sends (`_sdk_headers`)."""
+    headers = _sdk_headers(sdk)
     for client in clients.values():
-        client.get(urls[0])
+        client.get(urls[0], headers=next(headers))
     ratios = []
     for i, block in enumerate(_blocks(urls)):
         times = {}
         for tool in sorted(clients, reverse=i % 2 == 1):
             started = time.perf_counter()
             for url in block:
-                clients[tool].get(url)
+                clients[tool].get(url, headers=next(headers))
             times[tool] = time.perf_counter() - started
         ratios.append(times["sakura-http"] / times["floor"])
     return ratios
 
 
-async def _alternate_async(clients: dict[str, Any], urls: list[str]) -> list[float]:
+async def _alternate_async(
+    clients: dict[str, Any], urls: list[str], sdk: bool = False
+) -> list[float]:
     """`_alternate` for async clients, awaiting each request."""
+    headers = _sdk_headers(sdk)
     for client in clients.values():
-        await client.get(urls[0])
+        await client.get(urls[0], headers=next(headers))
     ratios = []
     for i, block in enumerate(_blocks(urls)):
         times = {}
         for tool in sorted(clients, reverse=i % 2 == 1):
             started = time.perf_counter()
             for url in block:
-                await clients[tool].get(url)
+                await clients[tool].get(url, headers=next(headers))
             times[tool] = time.perf_counter() - started
         ratios.append(times["sakura-http"] / times["floor"])
     return ratios
@@ -262,11 +291,18 @@ def replay(tool: str, path: str, base: str, count: int, asynchronous: bool) -> d
 
 
 def replay_alternating(
-    path: str, base: str, count: int, asynchronous: bool, streamed_floor: bool = False
+    path: str,
+    base: str,
+    count: int,
+    asynchronous: bool,
+    streamed_floor: bool = False,
+    sdk: bool = False,
 ) -> dict[str, Any]:
     """Measure 1 in one process: sakura-http and the floor replay the same GETs in alternating
     blocks, each block's two times taken a moment apart; the median of the blocks' ratios.
     `streamed_floor`: the floor's response body is read by the client (see `replaying`).
+    `sdk`: each request carries the headers an LLM SDK sends, an idempotency key new every
+    time among them (`_sdk_headers`).
 
     A process's speed varies by 10-20% from one process to the next on a shared VM, more than
     the overhead measured; within one process it drifts slowly, so neighbouring blocks see the
@@ -281,7 +317,7 @@ def replay_alternating(
                 replaying("floor", path, streamed=streamed_floor) as floor,
                 replaying("sakura-http", path) as sakura,
             ):
-                ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls))
+                ratios.extend(_alternate({"floor": floor, "sakura-http": sakura}, urls, sdk))
             continue
 
         async def go() -> None:
@@ -289,7 +325,8 @@ def replay_alternating(
                 replaying("floor", path, asynchronous=True, streamed=streamed_floor) as floor,
                 replaying("sakura-http", path, asynchronous=True) as sakura,
             ):
-                ratios.extend(await _alternate_async({"floor": floor, "sakura-http": sakura}, urls))
+                clients = {"floor": floor, "sakura-http": sakura}
+                ratios.extend(await _alternate_async(clients, urls, sdk))
 
         asyncio.run(go())
     return _median_ratio(ratios)

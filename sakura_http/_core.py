@@ -61,15 +61,7 @@ class RecordMode(str, enum.Enum):
         return self.value
 
 
-class _Table(enum.Enum):
-    """An enum whose members key the decision table, which is consulted on every request: its
-    members hash by identity, in C (they are singletons, compared by identity), rather than by
-    `Enum.__hash__`, which is Python code."""
-
-    __hash__ = object.__hash__
-
-
-class Lookup(_Table):
+class Lookup(enum.Enum):
     """What the cassette holds for a request's match key."""
 
     HIT = "unplayed match"
@@ -77,7 +69,7 @@ class Lookup(_Table):
     ABSENT = "no match"
 
 
-class Action(_Table):
+class Action(enum.Enum):
     """What to do with a request."""
 
     REPLAY = "replay"  # play the next unplayed matching exchange
@@ -87,7 +79,7 @@ class Action(_Table):
     MISS = "miss"  # raise CassetteMiss
 
 
-class Refusal(_Table):
+class Refusal(enum.Enum):
     """Whether the caller may record a request, and if not, why."""
 
     MAY_RECORD = "yes"
