@@ -269,38 +269,37 @@ def measure_replay(run: Run, recorded: dict[str, str]) -> dict[str, str]:
             count=n,
             asynchronous=asynchronous,
         )
-    # Not a target: the same with the headers an LLM SDK sends, an idempotency key new every
-    # time among them, so that no two requests send the same header list and nothing is
-    # remembered from one request to the next but what each header name is
-    # (`_credentials.is_credential_header`).
-    _alternating(
-        run,
-        "1. The same, each request carrying an LLM SDK's headers (`x-stainless-*` and an "
-        "idempotency key new every time), async (asyncio)",
-        None,
-        "replay_alternating",
-        path=cassettes["sakura-http"],
-        base=run.base,
-        count=n,
-        asynchronous=True,
-        sdk=True,
-    )
-    # Not a target: the floor's response is read before the client sees it, which an async
-    # client then skips reading; a replayed (or live) response is read by the client, through
-    # httpx's async generators.  Against a floor the client reads the same way, what is left
-    # is sakura-http's own work.
-    _alternating(
-        run,
-        "1. The same against a MockTransport whose body the client reads, as it reads a live "
-        "one, async (asyncio)",
-        None,
-        "replay_alternating",
-        path=cassettes["sakura-http"],
-        base=run.base,
-        count=n,
-        asynchronous=True,
-        streamed_floor=True,
-    )
+    # Two rows with no target, async, each varying one thing:
+    # - the headers an LLM SDK sends, an idempotency key new every time among them, so that no
+    #   two requests send the same header list and nothing is remembered from one request to
+    #   the next but what each header name is (`_credentials.is_credential_header`);
+    # - a floor whose response the client reads: the usual floor's is read before the client
+    #   sees it, which an async client then skips reading; a replayed (or live) response is
+    #   read by the client, through httpx's async generators.  Against a floor the client
+    #   reads the same way, what is left is sakura-http's own work.
+    for measure, variant in (
+        (
+            "1. The same, each request carrying an LLM SDK's headers (`x-stainless-*` and an "
+            "idempotency key new every time), async (asyncio)",
+            {"sdk": True},
+        ),
+        (
+            "1. The same against a MockTransport whose body the client reads, as it reads a "
+            "live one, async (asyncio)",
+            {"streamed_floor": True},
+        ),
+    ):
+        _alternating(
+            run,
+            measure,
+            None,
+            "replay_alternating",
+            path=cassettes["sakura-http"],
+            base=run.base,
+            count=n,
+            asynchronous=True,
+            **variant,
+        )
     return cassettes
 
 
