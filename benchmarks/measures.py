@@ -223,19 +223,24 @@ def _sdk_headers(sdk: bool) -> Iterator[dict[str, str] | None]:
         yield {**SDK_HEADERS, "idempotency-key": f"stainless-python-{number}"} if sdk else None
 
 
-def _alternate(clients: dict[str, Any], urls: list[str], sdk: bool = False) -> list[float]:
+def _alternate(
+    clients: dict[str, Any], urls: list[str] | dict[str, list[str]], sdk: bool = False
+) -> list[float]:
     """Each block's time with sakura-http over the floor's, the two sync clients taking turns
-    (see `replay_alternating`), after one warm-up request each; with `sdk`, each request
-    carries the headers an LLM SDK sends (`_sdk_headers`)."""
+    (see `replay_alternating`), after one warm-up request each.  `urls`: the same for both
+    clients, or each client's own (by its name); with `sdk`, each request carries the headers
+    an LLM SDK sends (`_sdk_headers`)."""
+    own = urls if isinstance(urls, dict) else dict.fromkeys(clients, urls)
+    blocks = {tool: _blocks(own[tool]) for tool in clients}
     headers = _sdk_headers(sdk)
-    for client in clients.values():
-        client.get(urls[0], headers=next(headers))
+    for tool, client in clients.items():
+        client.get(own[tool][0], headers=next(headers))
     ratios = []
-    for i, block in enumerate(_blocks(urls)):
+    for i in range(len(blocks["floor"])):
         times = {}
         for tool in sorted(clients, reverse=i % 2 == 1):
             started = time.perf_counter()
-            for url in block:
+            for url in blocks[tool][i]:
                 clients[tool].get(url, headers=next(headers))
             times[tool] = time.perf_counter() - started
         ratios.append(times["sakura-http"] / times["floor"])
@@ -446,6 +451,24 @@ def replay_one(path: str, url: str, count: int) -> dict[str, Any]:
             client.get(url)
         elapsed = time.perf_counter() - started
     return {"per_request_s": elapsed / count}
+
+
+def size_alternating(small: str, large: str, small_url: str, large_url: str) -> dict[str, Any]:
+    """Measure 2 in one process: the last exchange of a small cassette and of a large one
+    replayed over and over in alternating blocks of 100 requests, as `replay_alternating`
+    replays against its floor (the small cassette stands for the floor here); the median of
+    the blocks' ratios, large over small.  A process's speed varies by 10-20% from one
+    process to the next on a shared VM, which `replay_one` in separate processes carries."""
+    _import_for("sakura-http")
+    ratios: list[float] = []
+    for _ in range(5):  # five passes, each with fresh clients
+        with (
+            replaying("sakura-http", small) as few,
+            replaying("sakura-http", large) as many,
+        ):
+            urls = {"floor": [small_url] * 1001, "sakura-http": [large_url] * 1001}
+            ratios.extend(_alternate({"floor": few, "sakura-http": many}, urls))
+    return _median_ratio(ratios)
 
 
 def load(tool: str, path: str) -> dict[str, Any]:
@@ -896,6 +919,7 @@ KINDS: dict[str, Callable[..., dict[str, Any]]] = {
     "record": record,
     "replay": replay,
     "replay_one": replay_one,
+    "size_alternating": size_alternating,
     "load": load,
     "replay_alternating": replay_alternating,
     "client_alternating": client_alternating,

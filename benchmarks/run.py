@@ -354,16 +354,25 @@ def measure_size(run: Run, recorded: dict[str, str]) -> None:
         specs[str(size)] = {"path": dst, "url": f"{run.base}/items/{size - 1}", "count": 200}
     results = run.measure_each("replay_one", specs)
     times = {size: results[str(size)]["per_request_s"] for size in steps}
-    row = Row(
-        f"2. Replay per request at {steps[-1]:,} exchanges vs {steps[0]:,}",
-        target="<= 1.10x",
-    )
+    row = Row(f"2. Replay per request at {steps[-1]:,} exchanges vs {steps[0]:,}")
     ratio = times[steps[-1]] / times[steps[0]]
     row.ratios["sakura-http"] = ratio
     row.cells["sakura-http"] = f"{ratio:.2f}x ({' / '.join(_us(times[s]) for s in steps)})"
     row.cells["floor"] = f"{steps[0]:,} exchanges"
-    row.met = ratio <= 1.10
     run.add(row)
+    # The target is judged in one process, the two cassettes taking turns (`size_alternating`):
+    # the figures above carry the process-to-process noise, as measure 1's do.
+    small, large = steps[0], steps[-1]
+    _alternating(
+        run,
+        f"2. The same, {large:,} and {small:,} exchanges alternating in one process",
+        1.10,
+        "size_alternating",
+        small=specs[str(small)]["path"],
+        large=specs[str(large)]["path"],
+        small_url=specs[str(small)]["url"],
+        large_url=specs[str(large)]["url"],
+    )
 
 
 def measure_load(run: Run, recorded: dict[str, str]) -> None:

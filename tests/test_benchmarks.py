@@ -33,6 +33,7 @@ def test_quick_benchmark_prints_every_measure(tmp_path: Path) -> None:
         assert f"| {measure}" in out, f"no row for {measure!r}:\n{out}"
     assert "| 7. Replay" in out or "the proxy has not landed" in out
     assert "| 1. The same, each request carrying an LLM SDK's headers" in out
+    assert "| 2. The same, 200 and 10 exchanges alternating in one process" in out
     for client, peer in (("requests", "responses"), ("aiohttp", "aioresponses")):
         row = f"| 9. Replay 50 GETs through {client} "
         assert row in out, f"no row for {row!r}:\n{out}"
