@@ -223,24 +223,38 @@ def _sdk_headers(sdk: bool) -> Iterator[dict[str, str] | None]:
         yield {**SDK_HEADERS, "idempotency-key": f"stainless-python-{number}"} if sdk else None
 
 
+def _turns(
+    clients: dict[str, Any], urls: list[str] | dict[str, list[str]]
+) -> tuple[dict[str, str], list[list[tuple[str, list[str]]]]]:
+    """What `_alternate` sends: each client's warm-up URL, and the block pairs, each a list of
+    (client name, its block of URLs) in the order they run (alternating within a pair, so that
+    neither client always runs first).  `urls`: the same for both clients, or each client's
+    own (by its name)."""
+    own = urls if isinstance(urls, dict) else dict.fromkeys(clients, urls)
+    blocks = {tool: _blocks(own[tool]) for tool in clients}
+    pairs = [
+        [(tool, blocks[tool][i]) for tool in sorted(clients, reverse=i % 2 == 1)]
+        for i in range(len(blocks["floor"]))
+    ]
+    return {tool: own[tool][0] for tool in clients}, pairs
+
+
 def _alternate(
     clients: dict[str, Any], urls: list[str] | dict[str, list[str]], sdk: bool = False
 ) -> list[float]:
     """Each block's time with sakura-http over the floor's, the two sync clients taking turns
-    (see `replay_alternating`), after one warm-up request each.  `urls`: the same for both
-    clients, or each client's own (by its name); with `sdk`, each request carries the headers
-    an LLM SDK sends (`_sdk_headers`)."""
-    own = urls if isinstance(urls, dict) else dict.fromkeys(clients, urls)
-    blocks = {tool: _blocks(own[tool]) for tool in clients}
+    (see `replay_alternating`, `_turns`), after one warm-up request each; with `sdk`, each
+    request carries the headers an LLM SDK sends (`_sdk_headers`)."""
+    first, pairs = _turns(clients, urls)
     headers = _sdk_headers(sdk)
     for tool, client in clients.items():
-        client.get(own[tool][0], headers=next(headers))
+        client.get(first[tool], headers=next(headers))
     ratios = []
-    for i in range(len(blocks["floor"])):
+    for pair in pairs:
         times = {}
-        for tool in sorted(clients, reverse=i % 2 == 1):
+        for tool, block in pair:
             started = time.perf_counter()
-            for url in blocks[tool][i]:
+            for url in block:
                 clients[tool].get(url, headers=next(headers))
             times[tool] = time.perf_counter() - started
         ratios.append(times["sakura-http"] / times["floor"])
@@ -248,16 +262,17 @@ def _alternate(
 
 
 async def _alternate_async(
-    clients: dict[str, Any], urls: list[str], sdk: bool = False
+    clients: dict[str, Any], urls: list[str] | dict[str, list[str]], sdk: bool = False
 ) -> list[float]:
     """`_alternate` for async clients, awaiting each request."""
+    first, pairs = _turns(clients, urls)
     headers = _sdk_headers(sdk)
-    for client in clients.values():
-        await client.get(urls[0], headers=next(headers))
+    for tool, client in clients.items():
+        await client.get(first[tool], headers=next(headers))
     ratios = []
-    for i, block in enumerate(_blocks(urls)):
+    for pair in pairs:
         times = {}
-        for tool in sorted(clients, reverse=i % 2 == 1):
+        for tool, block in pair:
             started = time.perf_counter()
             for url in block:
                 await clients[tool].get(url, headers=next(headers))

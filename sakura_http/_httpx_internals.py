@@ -4,10 +4,10 @@ Each is read or written by one named function here, or, where a replayed request
 named by a constant here that the replay path reads it by (`getattr`, `hasattr`: a Python call
 fewer each; benchmark row "1. The same, sakura-http and the floor alternating in one process,
 async (asyncio)", <= 1.10x: in A/B runs in one moment 1.098x with a function per name, 1.076x
-without, `be319ab` 1.072x).  `tests/test_libraries.py` probes each one against the installed httpx
-and httpx2 (a probe per name, failing with what changed and
-what depends on it), so a release that renames one is noticed by the test suite, not by users.
-docs/architecture.md lists them.  Where a name is gone, the caller falls back to the public
+without, `be319ab` 1.072x).  `tests/test_libraries.py` probes each one against the installed
+httpx and httpx2 (a probe per name, failing with what changed and what depends on it), so a
+release that renames one is noticed by the test suite, not by users.  docs/architecture.md
+lists them.  Where a name is gone, the caller falls back to the public
 API (slower, never wrong), except `httpx._decoders`, without which nothing is decoded the way
 httpx decodes.
 
@@ -25,7 +25,7 @@ httpx decodes.
   modules.
 
 `Client._transport_for_url`, which `patch_clients` wraps, is named in `pytest_plugin/_patch.py`
-(it is the patch itself) and probed here too.
+(it is the patch itself), and probed in `tests/test_libraries.py` too.
 
 This module imports nothing of sakura-http, so any module may use it (`_decoding` does, which
 `_libraries` cannot serve: it sits above the session that decodes).
